@@ -1,0 +1,52 @@
+"""The ``schedcheck`` command: one parser, one handler per subcommand, each returning an exit code.
+
+Exit codes: 0 nothing found or all proved; 1 counterexample or refuted; 2 usage
+error, import error or unknown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_CODES = """exit codes:
+  0  nothing found / everything proved
+  1  a counterexample was found / a claim was refuted
+  2  usage error, target could not be loaded, or a result is unknown"""
+
+
+def _demo(args: argparse.Namespace) -> int:
+    import impl
+
+    jobs = [{"id": i, "arrival": 0, "tokens": n} for i, n in enumerate([1, 4, 2, 3])]
+    for continuous in (False, True):
+        result = impl.schedule(jobs, 2, continuous)
+        policy = "continuous" if continuous else "static"
+        finishes = [job["finish"] for job in result["completed"]]
+        print(
+            f"{policy:10}  makespan {result['makespan_ticks']}  busy {result['busy_slots']}  "
+            f"utilization {result['busy_slots']}/{2 * result['makespan_ticks']}  finishes {finishes}"
+        )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="schedcheck",
+        description="Check an LLM-serving batch scheduler against its executable specification.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo = commands.add_parser("demo", help="run the chapter's worked example 1 on our impl")
+    demo.set_defaults(handler=_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

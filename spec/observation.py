@@ -1,0 +1,112 @@
+"""Reading any implementation's result: the ``well_typed`` check and the per-job service ledger.
+
+``observe`` never raises on a malformed result: whatever the result is, it returns
+either an Observation (the result has the contract's shape) or the ``well_typed``
+Violation that says what is wrong with it.  It runs in time linear in the result.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from spec.domain import Job
+
+RESULT_KEYS = ("makespan_ticks", "busy_slots", "utilization", "completed", "trace")
+COMPLETED_KEYS = ("id", "arrival", "tokens", "start", "finish", "wait", "turnaround")
+
+
+class Violation(NamedTuple):
+    """One broken invariant, where it first breaks, and expected versus actual."""
+
+    invariant: str
+    message: str
+    tick: int | None = None
+    job: int | None = None
+    expected: Any = None
+    actual: Any = None
+
+
+class Services(NamedTuple):
+    """Which ticks served one job, read off the trace."""
+
+    first: int
+    last: int
+    count: int
+
+
+class Observation(NamedTuple):
+    """A well-typed result, with the input it answers and the services it claims."""
+
+    jobs: tuple[Job, ...]  # input order
+    slots: int
+    continuous: bool
+    result: dict
+    completed: list  # the result's `completed` entries, each a dict with int fields
+    trace: list  # (tick, served ids) pairs, in the result's order
+    services: dict  # id -> Services, for every id the trace serves (even unknown ones)
+
+    @property
+    def by_id(self) -> dict:
+        return {job.id: job for job in self.jobs}
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    try:
+        text = repr(value)
+    except Exception as error:  # a result may hold anything, even an object whose repr raises
+        text = f"<unprintable {type(value).__name__}: {error!r}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _type_error(what: str, value: Any, rule: str) -> Violation:
+    return Violation("well_typed", f"{what}={_short(value)}: expected {rule}", actual=_short(value))
+
+
+def observe(jobs: tuple[Job, ...], slots: int, continuous: bool, result: Any) -> Observation | Violation:
+    """Check the result's shape and collect its services; a malformed result gives a Violation."""
+    if not isinstance(result, dict):
+        return _type_error("result", result, "a dict with keys " + ", ".join(RESULT_KEYS))
+    for key in RESULT_KEYS:
+        if key not in result:
+            return Violation("well_typed", f"result: missing key {key!r}", expected=key)
+    for key in ("makespan_ticks", "busy_slots"):
+        if type(result[key]) is not int:
+            return _type_error(f"result[{key!r}]", result[key], "an int")
+    if type(result["utilization"]) is not float:
+        return _type_error("result['utilization']", result["utilization"], "a float")
+
+    completed = result["completed"]
+    if not isinstance(completed, (list, tuple)):
+        return _type_error("result['completed']", completed, "a list of dicts")
+    for index, entry in enumerate(completed):
+        where = f"completed[{index}]"
+        if not isinstance(entry, dict):
+            return _type_error(where, entry, "a dict with keys " + ", ".join(COMPLETED_KEYS))
+        for key in COMPLETED_KEYS:
+            if key not in entry:
+                return Violation("well_typed", f"{where}: missing key {key!r}", expected=key)
+            if type(entry[key]) is not int:
+                return _type_error(f"{where}[{key!r}]", entry[key], "an int")
+
+    trace = result["trace"]
+    if not isinstance(trace, (list, tuple)):
+        return _type_error("result['trace']", trace, "a list of {'tick', 'served'} dicts")
+    ticks = []
+    services: dict[int, Services] = {}
+    for index, entry in enumerate(trace):
+        where = f"trace[{index}]"
+        if not isinstance(entry, dict) or "tick" not in entry or "served" not in entry:
+            return _type_error(where, entry, "a dict with keys 'tick' and 'served'")
+        tick, served = entry["tick"], entry["served"]
+        if type(tick) is not int:
+            return _type_error(f"{where}['tick']", tick, "an int")
+        if not isinstance(served, (list, tuple)) or any(type(i) is not int for i in served):
+            return _type_error(f"{where}['served']", served, "a list of int ids")
+        ticks.append((tick, served))
+        for job_id in served:
+            seen = services.get(job_id)
+            if seen is None:
+                services[job_id] = Services(tick, tick, 1)
+            else:
+                services[job_id] = Services(min(seen.first, tick), max(seen.last, tick), seen.count + 1)
+    return Observation(tuple(jobs), slots, continuous, result, list(completed), ticks, services)

@@ -1,0 +1,113 @@
+"""The transition system: a frozen State, the one-tick ``step``, and the reference ``run``.
+
+A run starts in ``initial(jobs, slots, continuous)`` and applies ``step`` until
+``is_terminal``.  One step is one served tick t, in this order:
+
+1. jobs whose last token was served in tick t-1 have left (``step`` moves them to
+   ``done`` as soon as their remaining count reaches 0, with finish = t);
+2. if nothing is active and no waiting job has arrived by t, the clock jumps to the
+   earliest waiting arrival;
+3. admission in FIFO order by (arrival, id): continuous admits arrived jobs while
+   fewer than ``slots`` are active; static admits only into an empty batch;
+4. every active job is served one token; one whose remaining count reaches 0
+   finishes at t+1.
+
+Everything here is pure: a step returns a new State and never mutates its argument.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from spec.domain import Job, fifo_key, validate
+from spec.metrics import result_from_run
+
+
+class Running(NamedTuple):
+    """An admitted job that still has tokens to be served."""
+
+    job: Job
+    start: int
+    remaining: int
+
+
+class Completion(NamedTuple):
+    """A finished job: the tick it started and the tick after its last token."""
+
+    job: Job
+    start: int
+    finish: int
+
+
+class State(NamedTuple):
+    """Everything the scheduler knows between two ticks."""
+
+    jobs: tuple[Job, ...]  # every job of the run, in FIFO order; never changes
+    slots: int
+    continuous: bool
+    clock: int  # the next tick to run
+    waiting: tuple[Job, ...]  # not yet admitted, in FIFO order
+    active: tuple[Running, ...]  # admitted and unfinished, in admission order
+    done: tuple[Completion, ...]  # finished, in order of finish
+    busy: int  # (tick, job) services so far
+    served: tuple[int, ...]  # ids served in the latest tick (clock - 1); () before the first
+
+
+def initial(jobs, slots, continuous) -> State:
+    """The state before tick 0 of a valid call (raises ValueError outside the domain)."""
+    ordered = tuple(sorted(validate(jobs, slots, continuous), key=fifo_key))
+    return State(ordered, slots, continuous, 0, ordered, (), (), 0, ())
+
+
+def is_terminal(state: State) -> bool:
+    """True when no job is waiting or active: the run is over."""
+    return not state.waiting and not state.active
+
+
+def step(state: State) -> State:
+    """Run one served tick: leave, jump, admit, serve (see the module docstring)."""
+    assert not is_terminal(state), "step() of a terminal state"
+    tick = state.clock
+    waiting = state.waiting
+    if not state.active and waiting[0].arrival > tick:
+        tick = waiting[0].arrival  # idle: jump to the earliest arrival (waiting is FIFO-sorted)
+
+    admitted = 0
+    if state.continuous or not state.active:
+        room = state.slots - len(state.active)
+        while admitted < room and admitted < len(waiting) and waiting[admitted].arrival <= tick:
+            admitted += 1
+    active = state.active + tuple(Running(job, tick, job.tokens) for job in waiting[:admitted])
+
+    still_running = []
+    finished = []
+    for running in active:
+        left = running.remaining - 1
+        if left == 0:
+            finished.append(Completion(running.job, running.start, tick + 1))
+        else:
+            still_running.append(running._replace(remaining=left))
+
+    return state._replace(
+        clock=tick + 1,
+        waiting=waiting[admitted:],
+        active=tuple(still_running),
+        done=state.done + tuple(finished),
+        busy=state.busy + len(active),
+        served=tuple(running.job.id for running in active),
+    )
+
+
+def run(jobs, slots, continuous) -> dict:
+    """The reference result of ``schedule(jobs, slots, continuous)``, built on ``step``."""
+    state = initial(jobs, slots, continuous)
+    trace = []
+    while not is_terminal(state):
+        state = step(state)
+        trace.append({"tick": state.clock - 1, "served": list(state.served)})
+    return result_from_run(state, trace)
+
+
+def remaining_work(state: State) -> int:
+    """The ranking function: tokens not yet served; every step decreases it by at least one."""
+    return sum(job.tokens for job in state.waiting) + sum(r.remaining for r in state.active)
