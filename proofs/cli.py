@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from proofs import verify_command
+
 EXIT_CODES = """exit codes:
   0  nothing found / everything proved
   1  a counterexample was found / a claim was refuted
@@ -40,12 +42,17 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = commands.add_parser("demo", help="run the chapter's worked example 1 on our impl")
     demo.set_defaults(handler=_demo)
+    verify_command.add_parsers(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.handler(args)
+    try:
+        return args.handler(args)
+    except BrokenPipeError:  # the reader went away (| head): nothing left to say
+        sys.stderr.close()
+        return 1
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from spec.domain import Job, fifo_key, is_valid, validate
 from spec.invariants import BY_NAME, INVARIANTS, NAMES, STATE_INVARIANTS, Invariant, broken_state_invariants
 from spec.observation import Violation
 from spec.oracle import check
-from spec.state import Completion, Running, State, initial, is_terminal, remaining_work, run, step
+from spec.state import Completion, Running, State, initial, is_terminal, remaining_work, run, step, submit
 
 __all__ = [
     "BY_NAME",
@@ -35,5 +35,6 @@ __all__ = [
     "remaining_work",
     "run",
     "step",
+    "submit",
     "validate",
 ]

@@ -98,6 +98,19 @@ def step(state: State) -> State:
     )
 
 
+def submit(state: State, job: Job) -> State:
+    """An arrival in the online model: the job joins the waiting queue in FIFO order.
+
+    Only a job with a new id that arrives no earlier than the clock may be submitted
+    (no retroactive entry), so it sorts after every job admitted so far."""
+    assert job.arrival >= state.clock, f"submit {job}: arrival before the clock {state.clock}"
+    assert all(job.id != other.id for other in state.jobs), f"submit {job}: id already used"
+    return state._replace(
+        jobs=tuple(sorted(state.jobs + (job,), key=fifo_key)),
+        waiting=tuple(sorted(state.waiting + (job,), key=fifo_key)),
+    )
+
+
 def run(jobs, slots, continuous) -> dict:
     """The reference result of ``schedule(jobs, slots, continuous)``, built on ``step``."""
     state = initial(jobs, slots, continuous)

@@ -1,0 +1,331 @@
+"""The Hypothesis engine: search for a call that breaks an invariant, then minimise it.
+
+What it establishes: for the calls it tried, the target kept every invariant of the
+registry (``spec.check`` on every result, plus validation, input_unchanged,
+deterministic and termination).  It is a search, not a proof: a pass says that no
+counterexample was found within the examples and the budget, which the summary names.
+
+What it runs, in order, stopping at the first counterexample (``--all`` goes on):
+1. counterexamples saved by earlier runs for this target, replayed first;
+2. every class of bad input, systematically (``strategies.bad_calls``);
+3. repeated calls, each in a fresh process and after other calls, rejected ones
+   included (``deterministic``);
+4. valid calls across the whole domain, steered by ``hypothesis.target`` towards long
+   queues, ties and large gaps between the policies;
+5. bad inputs combined at random (``strategies.corrupted_calls``);
+6. for our own impl, the stateful test of the online Scheduler (proofs.stateful).
+
+Bounds: the target runs in a child process with a wall-clock limit per call (a hang
+is a ``termination`` counterexample) and a memory cap; the whole run stops at its
+deadline, and minimisation has a deadline of its own.
+"""
+
+from __future__ import annotations
+
+import copy
+import glob
+import json
+import os
+import time
+from typing import Callable, NamedTuple
+
+from hypothesis import HealthCheck, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import target as hypothesis_target
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+import spec
+from proofs.counterexample import Counterexample
+from proofs.isolation import TargetProcess
+from proofs.judge import Finding, judge_invalid_call, judge_repeated_call, judge_valid_call
+from proofs.minimize import minimize_invalid_call, minimize_valid_call
+from proofs.strategies import bad_calls, corrupted_calls, valid_calls
+from proofs.targets import Target
+
+ENGINE = "hypothesis"
+SHRINK_CALL_SECONDS = 0.25  # a call on a minimised input that takes longer than this hangs
+HYPOTHESIS_SHRINK_SECONDS = 1.0  # then the deterministic minimiser takes over
+EXAMPLES = {"conformance": 500, "deterministic": 30, "validation": 200, "stateful": 60}
+
+
+def examples_for(conformance: int) -> dict:
+    """Examples per check when the conformance search gets ``conformance`` of them."""
+    scale = conformance / EXAMPLES["conformance"]
+    return {check: max(10, round(count * scale)) for check, count in EXAMPLES.items()}
+
+
+class BudgetExhausted(BaseException):
+    """Raised inside a Hypothesis test to end the search at the deadline (not a failure)."""
+
+
+class HandOver(BaseException):
+    """Raised inside a Hypothesis test to hand a failure to the deterministic minimiser:
+    when the target hangs (shrinking call by call would cost a timeout each), or when
+    Hypothesis's own shrinking has had its time.  Hypothesis has already saved the
+    failing examples it saw in its database, so the next run replays them first."""
+
+
+class Falsified(Exception):
+    """The Hypothesis test's failure: the call broke the invariant being searched for."""
+
+
+class Found(NamedTuple):
+    counterexample: Counterexample
+    actual: object  # the target's result on the minimal input, when it returned one
+
+
+class Search:
+    """One verify run of the Hypothesis engine against one target."""
+
+    def __init__(
+        self,
+        process: TargetProcess,
+        deadline: float,
+        *,
+        seed: int | None = None,
+        find_all: bool = False,
+        database_dir: str | None = ".hypothesis/examples",
+        saved_dir: str | None = None,
+        progress: Callable[[str, int], None] | None = None,
+        examples: dict | None = None,
+    ) -> None:
+        self.process = process
+        self.deadline = deadline
+        self.seed = seed
+        self.find_all = find_all
+        self.database = DirectoryBasedExampleDatabase(database_dir) if database_dir else None
+        self.saved_dir = saved_dir
+        self.progress = progress or (lambda check, count: None)
+        self.examples = dict(EXAMPLES, **(examples or {}))
+        self.found: list[Found] = []
+        self.calls_tried = 0
+        self.unfinished: list[str] = []
+
+    # -- the run ---------------------------------------------------------------------
+
+    def run(self, stateful: bool = False) -> list[Found]:
+        """Run every check in order; return the counterexamples found."""
+        steps = [
+            ("replay", self._replay_saved),
+            ("validation", self._systematic_validation),
+            ("deterministic", self._deterministic),
+            ("conformance", self._conformance),
+            ("validation", self._corrupted_validation),
+        ]
+        if stateful:
+            steps.append(("stateful", self._stateful))
+        for name, step in steps:
+            if self._done():
+                break
+            if time.monotonic() >= self.deadline:
+                self.unfinished.append(name)
+                continue
+            step()
+        return self.found
+
+    def _done(self) -> bool:
+        return bool(self.found) and not self.find_all
+
+    @property
+    def known(self) -> set[str]:
+        return {found.counterexample.property for found in self.found}
+
+    def _record(self, check: str, call, finding: Finding, rule: str = "") -> None:
+        cex = Counterexample(finding.invariant, ENGINE, check, *call, finding.message, rule)
+        self.found.append(Found(cex, finding.result))
+
+    # -- judging one call ------------------------------------------------------------
+
+    def _valid(self, call, seconds: float | None = None, reference: dict | None = None) -> list[Finding]:
+        self.calls_tried += 1
+        outcome = self.process.call(*copy.deepcopy(call), seconds=seconds)
+        return judge_valid_call(outcome, *call, reference=reference)
+
+    def _valid_steered(self, call) -> list[Finding]:
+        """Judge a valid call, and point Hypothesis at the corners that hide bugs:
+        many jobs, arrival ties, long queues and large gaps between the policies."""
+        jobs, slots, continuous = call
+        runs = {policy: spec.run(jobs, slots, policy) for policy in (False, True)}
+        arrivals = [job["arrival"] for job in jobs]
+        hypothesis_target(float(len(jobs)), label="jobs")
+        hypothesis_target(float(len(arrivals) - len(set(arrivals))), label="arrival ties")
+        hypothesis_target(float(sum(job["wait"] for job in runs[False]["completed"])), label="queueing")
+        hypothesis_target(runs[True]["utilization"] - runs[False]["utilization"], label="policy gap")
+        return self._valid(call, reference=runs[continuous])
+
+    def _invalid(self, call, rule: str) -> list[Finding]:
+        self.calls_tried += 1
+        return judge_invalid_call(self.process.call(*copy.deepcopy(call)), rule)
+
+    def _repeated(self, call, seconds: float | None = None) -> list[Finding]:
+        self.calls_tried += 7
+        old = self.process.call_seconds
+        if seconds is not None:
+            self.process.call_seconds = seconds
+        try:
+            return judge_repeated_call(self.process, copy.deepcopy(call))
+        finally:
+            self.process.call_seconds = old
+
+    # -- the checks --------------------------------------------------------------------
+
+    def _replay_saved(self) -> None:
+        """Counterexamples an earlier run saved for this target come first."""
+        if not self.saved_dir:
+            return
+        for path in sorted(glob.glob(os.path.join(self.saved_dir, "*.json"))):
+            try:
+                with open(path) as handle:
+                    data = json.load(handle)
+                if data.get("target") != self.process.target.text or data.get("engine") != ENGINE:
+                    continue
+                cex = Counterexample.from_json(data)
+            except (OSError, ValueError, KeyError, TypeError, SyntaxError):
+                continue  # not one of ours, or damaged: the search below covers it anyway
+            findings = self._judge(cex.check, cex.call, cex.rule)
+            wanted = [f for f in findings if f.invariant == cex.property and f.invariant not in self.known]
+            if wanted:
+                self._record(cex.check, cex.call, wanted[0], cex.rule)
+                if self._done():
+                    return
+
+    def _judge(self, check: str, call, rule: str = "") -> list[Finding]:
+        if check == "validation":
+            return self._invalid(call, rule)
+        if check == "deterministic":
+            return self._repeated(call)
+        if check == "conformance":
+            return self._valid(call)
+        return []
+
+    def _systematic_validation(self) -> None:
+        for rule, call in bad_calls():
+            if time.monotonic() >= self.deadline:
+                self.unfinished.append("validation")
+                return
+            findings = [f for f in self._invalid(call, rule) if f.invariant not in self.known]
+            if findings:
+                wanted = findings[0].invariant
+                small = minimize_invalid_call(
+                    call, lambda c: any(f.invariant == wanted for f in self._invalid(c, rule)), self._shrink_seconds()
+                )
+                self._record("validation", small, self._invalid(small, rule)[0], rule)
+                if self._done():
+                    return
+            self.progress("validation", self.calls_tried)
+
+    def _conformance(self) -> None:
+        self._search("conformance", valid_calls(), self._valid_steered, self._minimize_valid)
+
+    def _deterministic(self) -> None:
+        self._search("deterministic", valid_calls(max_jobs=8), self._repeated, self._minimize_repeated)
+
+    def _corrupted_validation(self) -> None:
+        def judge(call):
+            assert not spec.is_valid(*call), f"corrupted_calls drew a valid call: {call!r}"
+            return self._invalid(call, "a corrupted input")
+
+        def minimize(call, wanted):
+            def fails(c):
+                return not spec.is_valid(*c) and any(f.invariant == wanted for f in judge(c))
+
+            small = minimize_invalid_call(call, fails, self._shrink_seconds())
+            return small, [f for f in judge(small) if f.invariant == wanted][0]
+
+        self._search("validation", corrupted_calls(), judge, minimize, rule="a corrupted input")
+
+    def _stateful(self) -> None:
+        from proofs.stateful import run_stateful
+
+        failure = run_stateful(self.examples["stateful"], self.seed)
+        if failure is not None:
+            invariant, message, program = failure
+            cex = Counterexample(invariant, ENGINE, "stateful", [], 1, True, message + "\n" + program)
+            self.found.append(Found(cex, None))
+
+    # -- search and minimisation ---------------------------------------------------------
+
+    def _shrink_seconds(self) -> float:
+        return max(2.0, min(10.0, self.deadline + 5.0 - time.monotonic()))
+
+    def _minimize_valid(self, call, wanted: str):
+        seconds = SHRINK_CALL_SECONDS if wanted == "termination" else None
+
+        def fails(candidate) -> bool:
+            return any(f.invariant == wanted for f in self._valid(candidate, seconds))
+
+        small = minimize_valid_call(call, fails, self._shrink_seconds())
+        self.process.close()  # judge the minimal call in a fresh process: nothing came before
+        findings = [f for f in self._valid(small, seconds) if f.invariant == wanted]
+        if findings:
+            return small, findings[0]
+        # it fails only after earlier calls: that is a claim about history
+        for candidate in (small, call):
+            history = [f for f in self._repeated(candidate) if f.invariant == "deterministic"]
+            if history:
+                return candidate, history[0]
+        return call, Finding(wanted, "failed during the search, but not again in a fresh process")
+
+    def _minimize_repeated(self, call, wanted: str):
+        def fails(candidate) -> bool:
+            return any(f.invariant == wanted for f in self._repeated(candidate, SHRINK_CALL_SECONDS))
+
+        small = minimize_valid_call(call, fails, self._shrink_seconds())
+        findings = [f for f in self._repeated(small) if f.invariant == wanted]
+        if not findings:
+            small, findings = call, [Finding(wanted, "failed once; did not fail again")]
+        return small, findings[0]
+
+    def _search(self, check: str, strategy, judge, minimize, rule: str = "") -> None:
+        """Run one Hypothesis search until it fails, runs out of examples or of time."""
+        while not self._done():
+            ignore = set(self.known)
+            state = {"locked": None, "call": None, "since": None}
+
+            def test(call):
+                if time.monotonic() >= self.deadline:
+                    raise BudgetExhausted
+                findings = [f for f in judge(call) if f.invariant not in ignore]
+                self.progress(check, self.calls_tried)
+                if state["locked"] is not None:
+                    findings = [f for f in findings if f.invariant == state["locked"]]
+                if not findings:
+                    if state["since"] is not None and time.monotonic() - state["since"] > HYPOTHESIS_SHRINK_SECONDS:
+                        raise HandOver
+                    return
+                state["locked"] = state["locked"] or findings[0].invariant
+                state["call"] = copy.deepcopy(call)
+                state["since"] = state["since"] or time.monotonic()
+                hanging = findings[0].invariant == "termination" and "did not return" in findings[0].message
+                if hanging or time.monotonic() - state["since"] > HYPOTHESIS_SHRINK_SECONDS:
+                    raise HandOver
+                raise Falsified(findings[0].message)
+
+            runner = settings(
+                max_examples=self.examples[check],
+                deadline=None,
+                database=self.database,
+                suppress_health_check=list(HealthCheck),
+                report_multiple_bugs=False,
+                verbosity=Verbosity.quiet,
+                print_blob=False,
+            )(given(strategy)(test))
+            runner.hypothesis.inner_test._hypothesis_internal_add_digest = (
+                f"schedcheck:{self.process.target.text}:{check}:{sorted(ignore)}".encode()
+            )
+            if self.seed is not None:
+                runner = hypothesis_seed(self.seed)(runner)
+            try:
+                runner()
+            except BudgetExhausted:
+                if state["call"] is None:
+                    self.unfinished.append(check)
+            except HandOver:
+                pass
+            except Exception:  # Falsified, or Hypothesis's Flaky errors around it
+                if state["call"] is None:
+                    raise
+            if state["call"] is None:
+                return
+            small, finding = minimize(state["call"], state["locked"])
+            self._record("deterministic" if finding.invariant == "deterministic" else check, small, finding, rule)

@@ -1,0 +1,133 @@
+"""The deterministic final minimisation of a failing call.
+
+Hypothesis's shrinker gets close; this pass makes the answer canonical, so the same
+bug gives the same counterexample on every run.  It greedily tries smaller calls,
+in the order of what "smaller" means to a reader: fewer jobs first, then smaller
+slots, tokens, arrivals and ids, and keeps a candidate only when it still breaks the
+same invariant.  It repeats until nothing changes or its deadline passes, and
+never returns a call that was not seen to fail.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+Call = tuple  # (jobs, slots, continuous)
+
+
+def size_key(call: Call) -> tuple:
+    """How big a valid call looks to a reader: jobs, then slots, tokens, arrivals, ids."""
+    jobs, slots, _ = call
+    return (
+        len(jobs),
+        slots,
+        sum(job["tokens"] for job in jobs),
+        sum(job["arrival"] for job in jobs),
+        sum(abs(job["id"]) for job in jobs),
+        [job["id"] for job in jobs],
+    )
+
+
+def _smallest_failing(value: int, low: int, fails_with: Callable[[int], bool]) -> int:
+    """The smallest v in [low, value) with fails_with(v) (else value), searching as if failure were monotone.
+
+    ``fails_with`` is never asked about ``value`` itself, which is known to fail."""
+    if value <= low:
+        return value
+    if fails_with(low):
+        return low
+    passing, failing = low, value  # invariant: fails_with(failing) held (or is the original)
+    while failing - passing > 1:
+        middle = (passing + failing) // 2
+        if fails_with(middle):
+            failing = middle
+        else:
+            passing = middle
+    return failing
+
+
+def _like(template, jobs: list):
+    """``jobs`` in the containers ``template`` uses (a tuple, a list or dict subclass)."""
+    job_type = type(template[0]) if template else dict
+    rebuilt = [job_type(job) for job in jobs]
+    return rebuilt if type(template) is list else type(template)(rebuilt)
+
+
+def minimize_valid_call(call: Call, fails: Callable[[Call], bool], seconds: float = 10.0) -> Call:
+    """Shrink a valid call that ``fails`` to a canonical smaller one that still fails.
+
+    Plain lists of plain dicts are tried first; if the failure needs a tuple or a
+    subclass, every candidate keeps the containers of the original."""
+    deadline = time.monotonic() + seconds
+    template = call[0]
+    best = call
+    plain = ([dict(job) for job in template], call[1], call[2])
+    if type(template) is not list or any(type(job) is not dict for job in template):
+        if fails(plain):
+            best, template = plain, plain[0]
+    else:
+        best = plain
+
+    def attempt(candidate: Call) -> bool:
+        nonlocal best
+        if time.monotonic() > deadline or size_key(candidate) >= size_key(best):
+            return False
+        if fails(candidate):
+            best = candidate
+            return True
+        return False
+
+    def with_jobs(jobs) -> Call:
+        return (_like(template, list(jobs)), best[1], best[2])
+
+    def with_field(index: int, field: str, value: int) -> Call:
+        jobs = [dict(job) for job in best[0]]
+        jobs[index][field] = value
+        return with_jobs(jobs)
+
+    changed = True
+    while changed and time.monotonic() < deadline:
+        before = best
+        # fewer jobs: halves first, then one at a time from the end
+        for chunk in (len(best[0]) // 2, 1):
+            index = len(best[0]) - chunk
+            while chunk and index >= 0:
+                attempt(with_jobs(best[0][:index] + best[0][index + chunk :]))
+                index -= chunk
+        # smaller slots
+        _smallest_failing(best[1], 1, lambda s: attempt((best[0], s, best[2])))
+        # smaller tokens, then earlier arrivals, job by job
+        for field, low in (("tokens", 1), ("arrival", 0)):
+            for index in range(len(best[0])):
+                current = best[0][index][field]
+                _smallest_failing(current, low, lambda v, i=index, f=field: attempt(with_field(i, f, v)))
+        # all arrivals shifted so the earliest is 0
+        earliest = min((job["arrival"] for job in best[0]), default=0)
+        if earliest:
+            attempt(with_jobs([dict(job, arrival=job["arrival"] - earliest) for job in best[0]]))
+        # ids 0..n-1 in FIFO order, and the list in id order
+        order = sorted(range(len(best[0])), key=lambda i: (best[0][i]["arrival"], best[0][i]["id"]))
+        renumbered = [dict(job) for job in best[0]]
+        for new_id, index in enumerate(order):
+            renumbered[index]["id"] = new_id
+        attempt(with_jobs(renumbered))
+        attempt(with_jobs(sorted(best[0], key=lambda job: job["id"])))
+        changed = best != before
+    return best
+
+
+def minimize_invalid_call(call: Call, fails: Callable[[Call], bool], seconds: float = 5.0) -> Call:
+    """Shrink an invalid call by dropping the jobs that are not needed for it to fail."""
+    deadline = time.monotonic() + seconds
+    jobs, slots, continuous = call
+    if not isinstance(jobs, (list, tuple)):
+        return call
+    best = list(jobs)
+    index = len(best) - 1
+    while index >= 0 and time.monotonic() < deadline:
+        candidate = best[:index] + best[index + 1 :]
+        if fails((candidate, slots, continuous)):
+            best = candidate
+        index -= 1
+    return (type(jobs)(best) if isinstance(jobs, tuple) else best, slots, continuous)

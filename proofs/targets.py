@@ -1,0 +1,89 @@
+"""Naming a scheduler to check: ``path/to/file.py:function`` or ``package.module:function``.
+
+``parse_target`` checks what can be checked without running the target's code (the
+file exists, the name has a function part).  ``load_callable`` imports it, and is
+only ever called inside the isolated child process (proofs.isolation), so a target
+whose import crashes, hangs or prints cannot take the harness down with it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from typing import Callable, NamedTuple
+
+DEFAULT_TARGET = "impl:schedule"
+
+
+class TargetError(Exception):
+    """The target cannot be named or loaded (the CLI exits 2 with this message)."""
+
+
+class Target(NamedTuple):
+    """Where a scheduler lives: a file path or a module name, and a function name."""
+
+    text: str  # as the user wrote it
+    path: str | None  # absolute path of a .py file, or None for a module
+    module: str | None
+    function: str
+
+    @property
+    def is_default(self) -> bool:
+        return self.text == DEFAULT_TARGET
+
+
+def parse_target(text: str | None) -> Target:
+    """Parse a TARGET argument; raise TargetError with a one-line reason if it is malformed."""
+    text = text or DEFAULT_TARGET
+    where, sep, function = text.rpartition(":")
+    if not sep or not where or not function:
+        raise TargetError(f"target {text!r}: expected path/to/file.py:function or package.module:function")
+    if not function.isidentifier():
+        raise TargetError(f"target {text!r}: {function!r} is not a function name")
+    if where.endswith(".py") or os.sep in where or "/" in where:
+        path = os.path.abspath(where)
+        if not os.path.isfile(path):
+            raise TargetError(f"target {text!r}: no such file {where!r}")
+        return Target(text, path, None, function)
+    return Target(text, None, where, function)
+
+
+def load_callable(target: Target) -> Callable:
+    """Import the target and return its function; raise TargetError if that fails."""
+    try:
+        if target.path is not None:
+            name = "schedcheck_target_" + os.path.splitext(os.path.basename(target.path))[0]
+            spec = importlib.util.spec_from_file_location(name, target.path)
+            if spec is None or spec.loader is None:
+                raise TargetError(f"target {target.text!r}: cannot import {target.path!r}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            sys.path.insert(0, os.path.dirname(target.path))
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(target.module)
+    except TargetError:
+        raise
+    except BaseException as error:  # the import runs foreign code: anything may come out
+        raise TargetError(f"target {target.text!r}: import failed: {type(error).__name__}: {error}") from None
+    if not hasattr(module, target.function):
+        raise TargetError(f"target {target.text!r}: no function {target.function!r} in {module.__name__}")
+    return getattr(module, target.function)
+
+
+def signature_problem(function) -> str | None:
+    """Why ``function`` cannot be called as ``schedule(jobs, slots, continuous)``, or None."""
+    if not callable(function):
+        return f"{function!r} is not callable"
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return None  # a builtin without a signature: find out by calling it
+    try:
+        signature.bind([], 1, True)
+    except TypeError as error:
+        return f"cannot be called as schedule(jobs, slots, continuous): {error} (signature {signature})"
+    return None

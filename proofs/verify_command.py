@@ -1,0 +1,203 @@
+"""``schedcheck verify`` and ``schedcheck replay``: find, minimise, save and report counterexamples."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from proofs.counterexample import Counterexample, load, save
+from proofs.isolation import TargetProcess
+from proofs.report import format_counterexample, summary_line
+from proofs.targets import DEFAULT_TARGET, TargetError, parse_target
+
+SAVED_DIR = os.path.join(".schedcheck", "counterexamples")
+OVERRUN_SECONDS = 10.0  # the run ends within budget + this, whatever the target does
+
+
+class Progress:
+    """One self-overwriting status line on a terminal; silent when not a TTY or under CI."""
+
+    def __init__(self, deadline: float, stream=sys.stderr) -> None:
+        self.deadline = deadline
+        self.stream = stream
+        self.enabled = stream.isatty() and not os.environ.get("CI")
+        self.last = 0.0
+
+    def __call__(self, check: str, calls: int) -> None:
+        now = time.monotonic()
+        if self.enabled and now - self.last > 0.2:
+            left = max(0.0, self.deadline - now)
+            self.stream.write(f"\r  engine=hypothesis  {check:13} {calls:6} calls  {left:4.0f} s left ")
+            self.stream.flush()
+            self.last = now
+
+    def clear(self) -> None:
+        if self.enabled:
+            self.stream.write("\r" + " " * 70 + "\r")
+            self.stream.flush()
+
+
+def add_parsers(commands) -> None:
+    verify = commands.add_parser(
+        "verify",
+        help="search a scheduler for a counterexample to the spec",
+        description="Check TARGET (default: our impl) against every invariant of the spec.",
+    )
+    verify.add_argument(
+        "target", nargs="?", default=DEFAULT_TARGET,
+        help="path/to/file.py:function or package.module:function (default: %(default)s)",
+    )
+    verify.add_argument("--engine", choices=("hypothesis", "crosshair", "all"), default="hypothesis")
+    verify.add_argument("--budget", type=float, default=60.0, metavar="SECONDS", help="bound on the whole run (default 60)")
+    verify.add_argument("--seed", type=int, default=None, help="make the search repeatable")
+    verify.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    verify.add_argument("--all", action="store_true", help="go on after the first counterexample")
+    verify.add_argument("--call-timeout", type=float, default=1.0, metavar="SECONDS", help="wall-clock limit per call")
+    verify.add_argument("--save-dir", default=SAVED_DIR, help="where counterexamples are saved (default %(default)s)")
+    verify.add_argument(
+        "--db", default=os.path.join(".hypothesis", "examples"), metavar="DIR",
+        help="Hypothesis example database directory (default %(default)s); 'none' for no database",
+    )
+    verify.add_argument(
+        "--examples", type=int, default=500, metavar="N",
+        help="valid calls to try (default %(default)s); the other checks scale with it",
+    )
+    verify.set_defaults(handler=run_verify)
+
+    replay = commands.add_parser("replay", help="run one saved counterexample again and report it")
+    replay.add_argument("counterexample", metavar="CEX.json")
+    replay.add_argument("target", nargs="?", default=None, help="default: the target it was found on")
+    replay.add_argument("--pytest", metavar="PATH", help="write a pytest regression test for it")
+    replay.set_defaults(handler=run_replay)
+
+
+def _fail_usage(message: str) -> int:
+    print(f"schedcheck: error: {message}", file=sys.stderr)
+    return 2
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    if args.budget <= 0 or args.call_timeout <= 0 or args.examples < 1:
+        return _fail_usage("--budget, --call-timeout and --examples must be positive")
+    try:
+        target = parse_target(args.target)
+    except TargetError as error:
+        return _fail_usage(str(error))
+    deadline = started + args.budget
+    progress = Progress(deadline)
+    found, calls, unfinished = [], 0, []
+    try:
+        with TargetProcess(target, call_seconds=args.call_timeout) as process:
+            process.start()
+            if process.signature_problem:
+                cex = Counterexample("signature", "harness", "conformance", [], 1, True, process.signature_problem)
+                found = [(cex, None)]
+            else:
+                if args.engine in ("hypothesis", "all"):
+                    from proofs.hypothesis_engine import Search, examples_for
+
+                    search = Search(
+                        process, deadline, seed=args.seed, find_all=args.all,
+                        database_dir=None if args.db == "none" else args.db,
+                        saved_dir=args.save_dir, progress=progress, examples=examples_for(args.examples),
+                    )
+                    found += [(f.counterexample, f.actual) for f in search.run(stateful=target.is_default)]
+                    calls, unfinished = search.calls_tried, search.unfinished
+                if args.engine in ("crosshair", "all") and (args.all or not found):
+                    found += _crosshair(target, deadline)
+    except TargetError as error:
+        progress.clear()
+        return _fail_usage(str(error))
+    progress.clear()
+
+    verdict = "fail" if found else "pass"
+    for cex, actual in found:
+        save(cex, target.text, args.save_dir)  # saved before it is reported
+    for cex, actual in found:
+        print("\n".join(format_counterexample(cex, actual)))
+        print()
+    line = summary_line(verdict, target.text, len(found), calls)
+    if unfinished and verdict == "pass":
+        line += f" (the budget ran out before {', '.join(sorted(set(unfinished)))} finished)"
+    print(line)
+    if args.json:
+        _write_json(args.json, verdict, target.text, time.monotonic() - started, [cex for cex, _ in found])
+    return 1 if found else 0
+
+
+def _crosshair(target, deadline: float) -> list:
+    try:
+        from proofs.crosshair_engine import run_crosshair  # noqa: F401
+    except ImportError:
+        raise TargetError("the crosshair engine is not available in this build") from None
+    return []
+
+
+def _write_json(path: str, verdict: str, target: str, seconds: float, counterexamples) -> None:
+    report = {
+        "verdict": verdict,
+        "target": target,
+        "seconds": round(seconds, 3),
+        "counterexamples": [cex.to_json() for cex in counterexamples],
+    }
+    with open(path, "w") as handle:
+        json.dump(report, handle, indent=2)
+        handle.write("\n")
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    try:
+        cex, found_on = load(args.counterexample)
+    except (OSError, ValueError, KeyError, TypeError, SyntaxError) as error:
+        return _fail_usage(f"cannot read {args.counterexample!r}: {error}")
+    try:
+        target = parse_target(args.target or found_on or DEFAULT_TARGET)
+    except TargetError as error:
+        return _fail_usage(str(error))
+    from proofs.hypothesis_engine import Search
+
+    try:
+        with TargetProcess(target) as process:
+            process.start()
+            search = Search(process, time.monotonic() + 60, database_dir=None)
+            findings = search._judge(cex.check, cex.call, cex.rule)
+    except TargetError as error:
+        return _fail_usage(str(error))
+    if args.pytest:
+        _write_regression_test(args.pytest, cex, target.text)
+    same = [f for f in findings if f.invariant == cex.property]
+    if not same:
+        print(f"PASS {target.text}: the counterexample to {cex.property} no longer fails")
+        return 0
+    again = cex._replace(message=same[0].message)
+    print("\n".join(format_counterexample(again, same[0].result)))
+    return 1
+
+
+def _write_regression_test(path: str, cex: Counterexample, target: str) -> None:
+    """A pytest file that replays the counterexample and passes once the bug is fixed."""
+    data = json.dumps(dict(cex.to_json(), target=target), indent=4)
+    lines = [
+        f'"""Regression test generated by `schedcheck replay`: {cex.property} on {target}."""',
+        "",
+        "import json",
+        "import subprocess",
+        "import sys",
+        "",
+        f"COUNTEREXAMPLE = json.loads({data!r})",
+        "",
+        "",
+        f"def test_{cex.property}_regression(tmp_path):",
+        '    saved = tmp_path / "cex.json"',
+        "    saved.write_text(json.dumps(COUNTEREXAMPLE))",
+        f"    command = [sys.executable, '-m', 'proofs.cli', 'replay', str(saved), {target!r}]",
+        "    run = subprocess.run(command, capture_output=True, text=True)",
+        "    assert run.returncode == 0, run.stdout + run.stderr",
+        "",
+    ]
+    with open(path, "w") as handle:
+        handle.write("\n".join(lines))
