@@ -21,13 +21,18 @@ run with ``spec.check`` on small valid inputs.
 Assumptions (the pre-state is "reachable-shaped"; each is a fact of every state
 ``spec.initial``/``spec.step`` produce, and ``reachable_shape`` states them):
 
-- at most ``max_jobs`` jobs (3 by default) in waiting, active and done together,
-  with distinct ids; the state is not terminal (someone waits or is active);
+- at most ``max_jobs`` jobs (3 by default); job k has id k and ids follow FIFO
+  order (arrivals nondecreasing by id), so a scheduler may use ids only through
+  comparison and equality (one that ranks by id alone is outside this domain);
+  the state is not terminal (someone waits or is active);
+- active in FIFO order, done in (finish, FIFO) order; an active job's remaining
+  count, a done job's finish and ``busy`` are computed from the values that
+  ``no_preemption`` and ``work_conservation`` force (see ``state_from_rows``);
 - ``jobs`` is the FIFO-sorted union of waiting, active and done jobs (it never
   changes, so it is rebuilt from the three queues rather than chosen freely);
 - ``served`` is what the latest tick served: the active jobs and the jobs done at
   ``clock``, in FIFO order, or ``()`` before the first tick (``busy == 0``);
-- ``1 <= slots <= max_jobs + 1``; other ints are unbounded symbolic ints.
+- ``1 <= slots <= max_jobs + 1``; arrivals, tokens, starts and the clock are unbounded symbolic ints.
 
 The shape of the post-state is itself checked (contract ``reachable_shape``), so the
 induction is closed over (shape and every invariant), not just assumed.
@@ -50,7 +55,7 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple, Optional, Union
 
 from spec.domain import Job, fifo_key, is_valid
-from spec.invariants import STATE_INVARIANTS, Invariant
+from spec.invariants import STATE_INVARIANTS
 from spec.oracle import check
 from spec.state import Completion, Running, State, is_terminal, step
 
@@ -65,7 +70,6 @@ JOB_KEYS = ("id", "arrival", "tokens")
 WaitingRow = tuple[int, int, int]
 ActiveRow = tuple[int, int, int, int, int]
 DoneRow = tuple[int, int, int, int, int]
-STATE_FIELDS = ("slots", "continuous", "clock", "busy", "waiting", "active", "done")
 
 
 class Contract(NamedTuple):
@@ -154,7 +158,7 @@ def all_invariants_hold(state: State) -> bool:
     return all(inv.holds(state) for inv in STATE_INVARIANTS)
 
 
-def BY_NAME_HOLDS(name: str, state: State) -> bool:  # noqa: N802  (public alias for tests and reports)
+def claim_holds(name: str, state: State) -> bool:
     """True when the state invariant ``name`` (or ``reachable_shape``) holds of ``state``."""
     return _post_holds(name, state)
 

@@ -119,6 +119,7 @@ class TargetProcess:
         try:
             message = parent_end.recv()
         except (EOFError, OSError):
+            process.join(1.0)
             code = process.exitcode
             self.close()
             raise TargetError(f"target {self.target.text!r}: the process died while importing it ({_exit_status(code)})")

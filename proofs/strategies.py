@@ -138,7 +138,7 @@ def corrupted_calls(draw):
                 choice = "str"  # those values are valid there
             jobs[index][field] = bad[choice]
         elif damage == "missing":
-            jobs[index].pop(draw(st.sampled_from(("id", "arrival", "tokens"))))
+            jobs[index].pop(draw(st.sampled_from(("id", "arrival", "tokens"))), None)
         elif damage == "extra":
             jobs[index]["extra"] = 0
         elif damage == "repeat":

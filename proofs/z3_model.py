@@ -133,9 +133,41 @@ def waiting(s: Vars, i: int) -> z3.BoolRef:
     return s.adm <= i
 
 
+# Indicators: [b] is a fresh Int constant tied to b by ``indicator_defs``, not the term
+# If(b, 1, 0).  The solver's rewriter lifts If-terms out of sums and equalities, which
+# turns each count into a case split over every job (2^n); an opaque 0/1 constant
+# keeps the counting identities below linear.  Filled lazily as encodings are built.
+_INDICATORS: dict[int, tuple] = {}
+
+
+def one(b: z3.BoolRef) -> z3.ArithRef:
+    """The indicator [b]: 1 when b holds, else 0 (constrained by ``indicator_defs``)."""
+    key = b.get_id()
+    hit = _INDICATORS.get(key)
+    if hit is None:
+        hit = (z3.Int(f"one!{key}"), b)
+        _INDICATORS[key] = hit
+    return hit[0]
+
+
+def indicator_defs(added: set | None = None) -> list:
+    """The definitions of the indicators built so far: add them to any solver that uses counts.
+
+    With ``added``, only those whose keys are not in it (and the keys are added), so
+    an incremental solver can take the new ones after building more formulas."""
+    defs = []
+    for key, (v, b) in list(_INDICATORS.items()):
+        if added is not None:
+            if key in added:
+                continue
+            added.add(key)
+        defs += [z3.Implies(b, v == 1), z3.Implies(z3.Not(b), v == 0), v >= 0, v <= 1]
+    return defs
+
+
 def count(conditions) -> z3.ArithRef:
     conditions = list(conditions)
-    return z3.Sum([z3.If(c, 1, 0) for c in conditions]) if conditions else z3.IntVal(0)
+    return z3.Sum([one(c) for c in conditions]) if conditions else z3.IntVal(0)
 
 
 def total(terms) -> z3.ArithRef:
@@ -264,7 +296,7 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "") -
     k = z3.Int(f"k_{tag or s.clock}")
     # k is the admission loop's count: it stops at the first waiting job that does not
     # fit (k >= room), has not arrived (arr > tick), or at the end of the queue.
-    defs = [k >= 0, s.adm + k <= n, z3.Implies(z3.Not(may_admit), k == 0), z3.Implies(may_admit, k <= room)]
+    defs = [k >= 0, s.adm + k <= n, z3.Implies(z3.Not(may_admit), k == 0), z3.Implies(may_admit, z3.Or(k == 0, k <= room))]
     for j in range(n):
         defs.append(z3.Implies(z3.And(s.adm <= j, j < s.adm + k), inp.arr[j] <= tick))
         defs.append(z3.Implies(j == s.adm + k, z3.Or(z3.Not(may_admit), k >= room, inp.arr[j] > tick)))
@@ -354,17 +386,10 @@ def timed_trans(inp: Inputs, s: Vars, t: Vars) -> z3.BoolRef:
 # linear arithmetic over the per-job terms, and the proofs scale with n.
 
 
-def one(b) -> z3.ArithRef:
-    return z3.If(b, 1, 0)
-
-
 def frame_hints(inp: Inputs, s: Vars) -> list:
     """Identities of one frame: each admitted job is active or done; [0, adm) has adm members."""
     n = inp.n
     hints = [one(active(s, i)) + one(done(s, i)) == one(admitted(s, i)) for i in range(n)]
-    for i in range(n):
-        for b in (active(s, i), done(s, i), admitted(s, i), s.srv[i]):
-            hints += [one(b) >= 0, one(b) <= 1]
     hints.append(z3.Implies(z3.And(s.adm >= 0, s.adm <= n), total(one(admitted(s, i)) for i in range(n)) == s.adm))
     return hints
 
@@ -388,9 +413,6 @@ def step_hints(inp: Inputs, s: Vars, t: Vars, terms: StepTerms) -> list:
             rank_t == rank_i - one(terms.batch[i]),
         ]
     hints.append(terms.n_batch == total(one(b) for b in terms.batch))
-    for i in range(n):
-        for b in (terms.admit[i], terms.batch[i], terms.finish[i], active(t, i), done(t, i), t.srv[i]):
-            hints += [one(b) >= 0, one(b) <= 1]
     return hints
 
 

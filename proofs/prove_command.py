@@ -1,0 +1,131 @@
+"""The ``schedcheck prove`` subcommand: run every Z3 claim and print the ledger.
+
+What it establishes: the ledger reports, per claim, what ``proofs.z3_claims``
+returned within the wall-clock budget (``proofs.z3_run``).  Exit 0 when every
+claim is proved, 1 when one is refuted, 2 when one is unknown (a timeout is never a
+pass).  Bounds: per-job claims at n = ``--max-jobs``; abstraction claims for any n.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+HELP_EPILOG = """exit codes:
+  0  every claim proved
+  1  a claim was refuted (its counterexample is printed)
+  2  usage error, or a claim is unknown (timed out or the solver gave up)
+
+rule_needed:<rule> rows are proved when BOTH halves hold: without the rule Z3
+finds the concrete run shown (breaking the named claim), and with every rule that
+claim is proved."""
+
+DEFAULT_MAX_JOBS = 16
+DEFAULT_BUDGET = 40.0
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add ``prove`` to an argparse subparsers object; its handler returns the exit code."""
+    from proofs.z3_model import MUTANTS
+
+    parser = subparsers.add_parser(
+        "prove",
+        help="prove the invariants, termination and the policy theorem with Z3",
+        description="Prove the spec's invariants (inductive, per job), termination, the any-n "
+        "abstraction, the policy theorem and why each domain rule is needed, with Z3.",
+        epilog=HELP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--max-jobs", type=int, default=DEFAULT_MAX_JOBS, metavar="N",
+                        help=f"symbolic jobs for the per-job proofs (default {DEFAULT_MAX_JOBS})")
+    parser.add_argument("--policy-jobs", type=int, default=None, metavar="N",
+                        help="symbolic jobs for the policy theorem (default: --max-jobs)")
+    parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET, metavar="S",
+                        help=f"wall-clock seconds per claim; a claim still running is killed and unknown (default {DEFAULT_BUDGET:g})")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    parser.add_argument("--mutant", choices=sorted(MUTANTS), help="prove against a deliberately broken step")
+    parser.add_argument("--claims", metavar="SUBSTRING", action="append",
+                        help="only the claims whose name contains SUBSTRING (repeatable)")
+    parser.add_argument("--workers", type=int, default=2, help="claims proved at once (default 2)")
+    parser.add_argument("--no-seconds", action="store_true", help="leave the seconds column out of the printed ledger")
+    parser.set_defaults(handler=handle)
+    return parser
+
+
+def prove(max_jobs: int = DEFAULT_MAX_JOBS, budget: float = DEFAULT_BUDGET, mutant: str | None = None,
+          only: list[str] | None = None, workers: int = 2, policy_jobs: int | None = None) -> list[dict]:
+    """The ledger rows (with a ``detail`` field beside the JSON's six)."""
+    from proofs import z3_claims, z3_run
+
+    claims = z3_claims.claims(max_jobs, mutant, policy_jobs)
+    if only:
+        claims = [c for c in claims if any(part in c.claim for part in only)]
+    return z3_run.run_claims(claims, budget, workers)
+
+
+def as_json(rows: list[dict]) -> dict:
+    from proofs.z3_run import verdict
+
+    keys = ("claim", "status", "method", "bound", "seconds", "counterexample")
+    return {"verdict": verdict(rows), "results": [{k: row[k] for k in keys} for row in rows]}
+
+
+def _counterexample_lines(row: dict) -> list[str]:
+    cex = row["counterexample"]
+    if not cex:
+        return []
+    if isinstance(cex, dict) and "call" in cex:
+        lines = []
+        if "without_rule" in cex:
+            lines.append(f"    without {cex['without_rule']}: Z3 breaks {cex['breaks']}:")
+        else:
+            lines.append(f"    counterexample: breaks {cex.get('breaks', row['claim'])}")
+        lines.append(f"    {cex['call']}")
+        if "after_steps" in cex:
+            lines.append(f"    # after {cex['after_steps']} step(s): {json.dumps(cex['state'], sort_keys=True)}")
+        if cex.get("served_per_step"):
+            lines.append(f"    # served per step: {cex['served_per_step']}")
+        return lines
+    return [f"    counterexample: {json.dumps(cex, sort_keys=True, default=str)}"]
+
+
+def render(rows: list[dict], seconds: bool = True, mutant: str | None = None) -> str:
+    """The printed ledger: one row per claim, seconds last (omitted with seconds=False)."""
+    from proofs.z3_run import verdict
+
+    header = ["claim", "status", "method", "bound"] + (["seconds"] if seconds else [])
+    table = [[r["claim"], r["status"], r["method"], r["bound"]] + ([f"{r['seconds']:.2f}"] if seconds else []) for r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *table)]
+    out = [f"schedcheck prove  engine=z3" + (f"  mutant={mutant}" if mutant else "")]
+    out.append("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
+    for row, cells in zip(rows, table):
+        out.append("  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip())
+        if row["status"] != "proved" or row["claim"].startswith("rule_needed:"):
+            out += _counterexample_lines(row)
+        if row["status"] == "unknown" and row.get("detail"):
+            out.append(f"    unknown: {row['detail'].splitlines()[0][:300]}")
+    counts = {s: sum(r["status"] == s for r in rows) for s in ("proved", "refuted", "unknown")}
+    out.append(f"verdict: {verdict(rows)}  ({counts['proved']} proved, {counts['refuted']} refuted, {counts['unknown']} unknown)")
+    return "\n".join(out)
+
+
+def handle(args: argparse.Namespace) -> int:
+    """The ``prove`` handler: run, print, write JSON, return 0/1/2."""
+    from proofs.z3_run import exit_code
+
+    if args.max_jobs < 1:
+        print(f"schedcheck prove: --max-jobs={args.max_jobs!r}: expected an int >= 1")
+        return 2
+    if args.budget <= 0:
+        print(f"schedcheck prove: --budget={args.budget!r}: expected seconds > 0")
+        return 2
+    rows = prove(args.max_jobs, args.budget, args.mutant, args.claims, max(1, args.workers), args.policy_jobs)
+    if not rows:
+        print(f"schedcheck prove: no claim matches {args.claims!r}")
+        return 2
+    print(render(rows, seconds=not args.no_seconds, mutant=args.mutant))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle_:
+            json.dump(as_json(rows), handle_, indent=2, sort_keys=True, default=str)
+            handle_.write("\n")
+    return exit_code(rows)

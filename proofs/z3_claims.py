@@ -1,0 +1,651 @@
+"""The Z3 claims: every registry state invariant inductive, termination, any n, the policy theorem, the domain rules.
+
+What it establishes (each a row of ``schedcheck prove``; ``claims(max_jobs)`` lists them):
+
+- for every state invariant of ``spec.invariants.STATE_INVARIANTS``, by name:
+  initiation (Init => Inv) and consecution (Inv and Step => Inv') for n symbolic
+  jobs with unbounded integer values, both policies (the policy is a symbolic
+  Bool).  Consecution assumes the strengthening invariants listed in ``SUPPORT``;
+  the ``LEMMAS`` of ``proofs.z3_model`` are rows of their own, proved the same way,
+  and a row counts as proved only when everything it assumes is proved;
+- ``lemma:counting_identities``: the per-job counting identities the other proofs
+  use are valid consequences of the step relation;
+- ``termination_ranking``: ``remaining_work`` is bounded below by 0 (and is 0 only
+  at the end), drops by the number of jobs served (>= 1) on every step, the clock
+  only jumps to an arrival, and at the end busy = sum(tokens) and every finish
+  <= max(arrival) + sum(tokens);
+- ``slot_bound (any n)`` and ``work_conservation (any n)`` on an abstraction over
+  counts and sums, for every n; ``abstraction_refinement``: the per-job encoding
+  refines it for n up to the bound, and the abstract claims mean the registry's;
+- ``policy_continuous_starts_no_later``: by induction over the product of a
+  continuous and a static run on the same input, taken one clock tick at a time
+  (``jump_is_idle_ticks`` shows that taking a jump tick by tick changes nothing),
+  every job starts and finishes no later under continuous, so the makespan is no larger;
+- ``rule_needed:<rule>`` for each domain rule: without the rule, bounded model
+  checking finds a concrete run that breaks a named claim; with all rules that
+  claim is proved.  Proved means both halves hold;
+- ``worked_example_*``: the chapter's examples on the encoding (bounded: the run
+  is unrolled to its end).
+
+Assumptions: the encoding of ``proofs.z3_model`` (tested against ``spec.step``).
+Bounds: per-job claims for exactly n = ``max_jobs`` jobs (``bound`` says so);
+the abstraction claims for any n.  Nothing runs at import time.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from functools import partial
+
+import z3
+
+from proofs import z3_model as M
+from proofs.z3_run import Claim
+
+# What each consecution assumes of the pre-state, besides the claim itself and
+# every_job_completes_once (the representation's 0 <= adm <= n).  Found as unsat
+# cores, written down here, and re-proved on every run: a wrong entry makes its
+# row unknown or refuted, never silently proved.
+SUPPORT = {
+    "well_typed": (),
+    "no_duplicate_active": (),
+    "no_start_before_arrival": (),
+    "slot_bound": (),
+    "nonnegative_remaining": ("active_remaining_positive",),
+    "work_conservation": (),
+    "every_job_completes_once": (),
+    "termination": ("well_typed",),
+    "fifo_order": (),
+    "no_preemption": (),
+    "continuous_backfills": ("slot_bound",),
+    "static_batch_boundary": ("started_before_clock",),
+    "active_remaining_positive": (),
+    "started_before_clock": (),
+    "finished_by_clock": (),
+    "served_only_admitted": ("finished_by_clock",),
+    "ranking_plus_busy_is_total": (),
+}
+
+# Rule dropped -> the claim Z3 breaks without it.
+RULE_TARGETS = {
+    "tokens_integral": "termination_ranking",
+    "tokens_positive": "nonnegative_remaining",
+    "arrival_nonnegative": "termination",
+    "ids_unique": "no_duplicate_active",
+    "slots_positive": "termination",
+}
+
+WORKED_EXAMPLES = {
+    # name: (tokens, arrival, slots, continuous, makespan, busy, utilization)
+    "worked_example_1_static": ((1, 4, 2, 3), 0, 2, False, 7, 10, (10, 14)),
+    "worked_example_1_continuous": ((1, 4, 2, 3), 0, 2, True, 6, 10, (10, 12)),
+    "worked_example_2_static": ((4, 4), 3, 2, False, 7, 8, (8, 14)),
+    "worked_example_2_continuous": ((4, 4), 3, 2, True, 7, 8, (8, 14)),
+}
+
+HINTS = "lemma:counting_identities"
+
+
+def row_name(name: str) -> str:
+    return name if name in M.PREDICATES else f"lemma:{name}"
+
+
+def state_invariant_names() -> list[str]:
+    """The registry's state invariants, in order; fails loudly when one has no encoding."""
+    from spec.invariants import STATE_INVARIANTS
+
+    names = [inv.name for inv in STATE_INVARIANTS]
+    for name in names:
+        if name not in M.PREDICATES:
+            raise KeyError(f"state invariant {name!r} has no Z3 encoding in proofs.z3_model.PREDICATES")
+        if name not in SUPPORT:
+            raise KeyError(f"state invariant {name!r} has no SUPPORT entry in proofs.z3_claims")
+    return names
+
+
+def _encoding(name: str):
+    if name in M.PREDICATES:
+        return M.PREDICATES[name]
+    if name in M.LEMMAS:
+        return M.LEMMAS[name]
+    if name == "termination_ranking":
+        return lambda inp, s: M.remaining_work(inp, s) >= 0
+    raise KeyError(f"{name!r}: no encoding")
+
+
+# --- solving helpers ---------------------------------------------------------------------
+
+
+def _solver() -> z3.Solver:
+    # SimpleSolver: no preprocessing, which would lift the indicators' structure back into case splits.
+    return z3.SimpleSolver()
+
+
+def _add(solver: z3.Solver, *parts) -> None:
+    """Add formulas and lists of formulas."""
+    for part in parts:
+        solver.add(*(part if isinstance(part, (list, tuple)) else [part]))
+
+
+def _check_unsat(solver: z3.Solver, negated_goal) -> tuple[str, z3.ModelRef | None]:
+    """'proved' when the negated goal is unsat, 'refuted' with a model when sat, else 'unknown'."""
+    if solver.num_scopes() == 0:
+        added = getattr(solver, "_indicators_added", None)
+        if added is None:
+            added = set()
+            solver._indicators_added = added
+        _add(solver, M.indicator_defs(added))  # at the base level: they hold for every later check
+        solver.push()
+    else:
+        solver.push()
+        _add(solver, M.indicator_defs())
+    _add(solver, negated_goal)
+    result = solver.check()
+    model = solver.model() if result == z3.sat else None
+    solver.pop()
+    if result == z3.unsat:
+        return "proved", None
+    if result == z3.sat:
+        return "refuted", model
+    return "unknown", None
+
+
+def _jsonable(value):
+    if isinstance(value, Fraction):
+        return str(value)
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _call_text(val: dict) -> str:
+    jobs = [
+        {"id": _jsonable(i), "arrival": _jsonable(a), "tokens": _jsonable(t)}
+        for i, a, t in zip(val["ids"], val["arr"], val["tok"])
+    ]
+    return f"schedule({jobs!r}, slots={_jsonable(val['slots'])!r}, continuous={val['continuous']!r})"
+
+
+def describe(val: dict) -> dict:
+    """A frame as plain values: clock, busy, waiting ids, active (id, start, remaining), done (id, start, finish), served."""
+    n = len(val["ids"])
+    adm = val["adm"]
+    return {
+        "clock": val["clock"],
+        "busy": val["busy"],
+        "waiting": [_jsonable(val["ids"][i]) for i in range(n) if i >= adm],
+        "active": [
+            [_jsonable(val["ids"][i]), val["start"][i], _jsonable(val["rem"][i])]
+            for i in range(n)
+            if i < adm and not val["dn"][i]
+        ],
+        "done": [[_jsonable(val["ids"][i]), val["start"][i], val["fin"][i]] for i in range(n) if i < adm and val["dn"][i]],
+        "served": [_jsonable(val["ids"][i]) for i in range(n) if val["srv"][i]],
+    }
+
+
+def _trace_counterexample(model, inp, frames, broken: str) -> dict:
+    vals = [M.read_frame(model, inp, f) for f in frames]
+    return {
+        "breaks": broken,
+        "call": _call_text(vals[0]),
+        "after_steps": len(frames) - 1,
+        "state": describe(vals[-1]),
+        "served_per_step": [describe(v)["served"] for v in vals[1:]],
+    }
+
+
+def bmc(target: str, n_max: int, depth: int, mutant: str | None = None, drop: str | None = None) -> dict | None:
+    """A concrete run from Init that breaks ``target`` within ``depth`` steps and n <= n_max jobs, or None."""
+    predicate = _encoding(target)
+    for n in range(1, n_max + 1):
+        inp = M.make_inputs(n, real_tokens=(drop == "tokens_integral"))
+        frames = [M.make_vars(inp, "b0")]
+        solver = _solver()
+        added: set = set()
+        _add(solver, M.domain(inp, drop))
+        _add(solver, M.init(inp, frames[0]))
+        for d in range(depth + 1):
+            goal = z3.Not(predicate(inp, frames[-1]))
+            _add(solver, M.indicator_defs(added))  # outside push: later frames need them too
+            solver.push()
+            _add(solver, goal)
+            result = solver.check()
+            model = solver.model() if result == z3.sat else None
+            solver.pop()
+            if model is not None:
+                return _trace_counterexample(model, inp, frames, target)
+            nxt = M.make_vars(inp, f"b{d + 1}")
+            _add(solver, M.trans(inp, frames[-1], nxt, mutant))
+            frames.append(nxt)
+    return None
+
+
+# --- per-job inductive claims ----------------------------------------------------------
+
+
+def prove_counting_identities(n: int, mutant: str | None = None) -> dict:
+    inp = M.make_inputs(n)
+    s, t = M.make_vars(inp, "0"), M.make_vars(inp, "1")
+    trans, hints = M.transition(inp, s, t, mutant)
+    solver = _solver()
+    _add(solver, trans)
+    for hint in hints:
+        status, model = _check_unsat(solver, z3.Not(hint))
+        if status != "proved":
+            cex = None
+            if model is not None:
+                cex = {"hint": str(hint), "state": describe(M.read_frame(model, inp, s))}
+            return {"status": status, "counterexample": cex, "detail": "an identity does not follow from the step"}
+    return {"status": "proved", "counterexample": None, "detail": f"{len(hints)} identities"}
+
+
+def assumptions(name: str) -> tuple:
+    return tuple(dict.fromkeys(("every_job_completes_once", name) + SUPPORT[name]))
+
+
+def prove_inductive(name: str, n: int, mutant: str | None = None) -> dict:
+    """Initiation and consecution of one registry invariant or lemma at n jobs."""
+    predicate = _encoding(name)
+    inp = M.make_inputs(n)
+    s, t = M.make_vars(inp, "0"), M.make_vars(inp, "1")
+    base = _solver()
+    _add(base, M.domain(inp))
+    base.push()
+    _add(base, M.init(inp, s))
+    status, model = _check_unsat(base, z3.Not(predicate(inp, s)))
+    base.pop()
+    if status == "refuted":
+        cex = {"breaks": name, "call": _call_text(M.read_frame(model, inp, s)), "after_steps": 0,
+               "state": describe(M.read_frame(model, inp, s))}
+        return {"status": "refuted", "counterexample": cex, "detail": "initiation fails"}
+    if status == "unknown":
+        return {"status": "unknown", "counterexample": None, "detail": "initiation: solver gave up"}
+    trans, hints = M.transition(inp, s, t, mutant)
+    _add(base, [_encoding(a)(inp, s) for a in assumptions(name)])
+    _add(base, trans)
+    _add(base, hints)
+    status, model = _check_unsat(base, z3.Not(predicate(inp, t)))
+    if status == "proved":
+        return {"status": "proved", "counterexample": None, "detail": f"assumes {', '.join(assumptions(name))}"}
+    if status == "unknown":
+        return {"status": "unknown", "counterexample": None, "detail": "consecution: solver gave up"}
+    # Not inductive: is it really broken?  Search for a reachable violation.
+    found = bmc(name, n_max=min(n, 3), depth=6, mutant=mutant)
+    if found is not None:
+        return {"status": "refuted", "counterexample": found, "detail": "a reachable state breaks it"}
+    cti = {"before": describe(M.read_frame(model, inp, s)), "after": describe(M.read_frame(model, inp, t))}
+    return {"status": "unknown", "counterexample": None,
+            "detail": f"not inductive with its support (counterexample to induction {cti}); no reachable violation found"}
+
+
+def prove_termination(n: int, mutant: str | None = None) -> dict:
+    """The ranking function and the clock bound; the conclusion at the end of a run."""
+    inp = M.make_inputs(n)
+    s, t = M.make_vars(inp, "0"), M.make_vars(inp, "1")
+    trans, hints = M.transition(inp, s, t, mutant)
+    rank_s, rank_t = M.remaining_work(inp, s), M.remaining_work(inp, t)
+    total = M.sum_tokens(inp)
+    solver = _solver()
+    _add(solver, M.domain(inp))
+    _add(solver, M.strengthened(inp, s))
+    _add(solver, M.frame_hints(inp, s))
+    # local facts: each job's share of the ranking function is >= 0, >= 1 while it is unfinished
+    local = []
+    for i in range(n):
+        share = z3.If(M.waiting(s, i), inp.tok[i], z3.If(M.active(s, i), s.rem[i], 0))
+        local += [share >= M.one(M.waiting(s, i)) + M.one(M.active(s, i)), share >= 0,
+                  M.one(M.waiting(s, i)) + M.one(M.admitted(s, i)) == 1]
+    for fact in local:
+        status, _ = _check_unsat(solver, z3.Not(fact))
+        if status != "proved":
+            return {"status": "unknown", "counterexample": None, "detail": f"local fact {fact} not proved"}
+    _add(solver, local)
+    checks = {
+        "bounded below": rank_s >= 0,
+        "zero exactly at the end": (rank_s == 0) == M.is_terminal(inp, s),
+        "at the end: busy = sum(tokens), finish <= max(arrival) + sum(tokens)": z3.Implies(
+            M.is_terminal(inp, s),
+            z3.And([s.busy == total] + [M.max_arrival_bound(inp, s.fin[i] - total) for i in range(n)]),
+        ),
+    }
+    for label, goal in checks.items():
+        status, _ = _check_unsat(solver, z3.Not(goal))
+        if status != "proved":
+            return {"status": status, "counterexample": None, "detail": f"{label}: {status}"}
+    _add(solver, trans)
+    _add(solver, hints)
+    step_checks = {
+        "decreases by the jobs served": z3.And(rank_t == rank_s - (t.busy - s.busy), t.busy - s.busy >= 1),
+        "clock jumps only to an arrival": z3.Or(t.clock == s.clock + 1, M.max_arrival_bound(inp, t.clock - 1)),
+    }
+    for label, goal in step_checks.items():
+        status, model = _check_unsat(solver, z3.Not(goal))
+        if status != "proved":
+            cex = None if model is None else {"before": describe(M.read_frame(model, inp, s))}
+            return {"status": status, "counterexample": cex, "detail": f"{label}: {status}"}
+    return {"status": "proved", "counterexample": None,
+            "detail": "ranking >= 0, = 0 only at the end, -(served) >= 1 per step; so sum(tokens) services "
+                      "and makespan <= max(arrival) + sum(tokens)"}
+
+
+# --- worked examples -------------------------------------------------------------------
+
+
+def prove_worked_example(name: str) -> dict:
+    tokens, arrival, slots, continuous, makespan, busy, utilization = WORKED_EXAMPLES[name]
+    n = len(tokens)
+    inp = M.make_inputs(n)
+    frames = [M.make_vars(inp, f"w{k}") for k in range(sum(tokens) + 1)]
+    solver = _solver()
+    _add(solver, M.domain(inp))
+    _add(solver, [inp.slots == slots, inp.cont == z3.BoolVal(continuous)])
+    _add(solver, [z3.And(inp.ids[i] == i, inp.arr[i] == arrival, inp.tok[i] == tokens[i]) for i in range(n)])
+    _add(solver, M.init(inp, frames[0]))
+    for a, b in zip(frames, frames[1:]):  # every step serves >= 1 token, so sum(tokens) steps reach the end
+        _add(solver, M.trans_or_stutter(inp, a, b))
+    end = frames[-1]
+    goal = z3.And(
+        [M.is_terminal(inp, end), end.busy == busy]
+        + [end.fin[i] <= makespan for i in range(n)]
+        + [z3.Or([end.fin[i] == makespan for i in range(n)])]
+        + [end.busy * utilization[1] == utilization[0] * slots * makespan]
+    )
+    status, model = _check_unsat(solver, z3.Not(goal))
+    if status == "refuted":
+        return {"status": "refuted", "counterexample": {"end": describe(M.read_frame(model, inp, end))}, "detail": None}
+    return {"status": status, "counterexample": None,
+            "detail": f"makespan {makespan}, busy {busy}, utilization {utilization[0]}/{utilization[1]}"}
+
+
+# --- domain rules --------------------------------------------------------------------------
+
+
+def prove_rule_needed(rule: str, n: int) -> dict:
+    """Without ``rule`` a concrete run breaks its target claim; with every rule the target is proved."""
+    target = RULE_TARGETS[rule]
+    found = bmc(target, n_max=2, depth=4, drop=rule)
+    if found is None:
+        return {"status": "unknown", "counterexample": None,
+                "detail": f"without {rule}: no run breaking {target} found within 2 jobs and 4 steps"}
+    # With all rules: the target is proved (inductive at n, or the termination theorem's bounded-below part).
+    with_rule = prove_termination(n) if target == "termination_ranking" else prove_inductive(target, n)
+    found = {"without_rule": rule, **found}
+    if with_rule["status"] != "proved":
+        return {"status": with_rule["status"], "counterexample": found,
+                "detail": f"with every rule, {target} is {with_rule['status']}"}
+    return {"status": "proved", "counterexample": found,
+            "detail": f"without {rule} Z3 breaks {target} (run shown); with every rule {target} is proved"}
+
+
+# --- any n: the abstraction over counts and sums -------------------------------------------------
+
+
+class Abstract:
+    """Counts and sums of one frame: active count, waiting count, waiting tokens, active remaining, busy, served count."""
+
+    def __init__(self, tag: str):
+        self.active = z3.Int(f"A_{tag}")
+        self.waiting = z3.Int(f"W_{tag}")
+        self.wtok = z3.Int(f"Rw_{tag}")
+        self.arem = z3.Int(f"Ra_{tag}")
+        self.busy = z3.Int(f"B_{tag}")
+        self.served = z3.Int(f"S_{tag}")
+
+    def fields(self):
+        return (self.active, self.waiting, self.wtok, self.arem, self.busy, self.served)
+
+
+def abs_init(a: Abstract, slots, cont, total) -> z3.BoolRef:
+    return z3.And(slots >= 1, a.active == 0, a.served == 0, a.busy == 0, a.arem == 0, a.waiting >= 0,
+                  a.wtok == total, a.wtok >= a.waiting)
+
+
+def abs_step(a: Abstract, b: Abstract, slots, cont, k, tk, f) -> z3.BoolRef:
+    """One tick on counts: admit k jobs carrying tk tokens, serve the batch, f of them finish."""
+    batch = a.active + k
+    return z3.And(
+        z3.Or(a.waiting > 0, a.active > 0),
+        k >= 0, k <= a.waiting,
+        z3.If(z3.Or(cont, a.active == 0), z3.Or(k == 0, k <= slots - a.active), k == 0),
+        tk >= k, a.wtok - tk >= a.waiting - k, z3.Implies(k == 0, tk == 0),
+        f >= 0, f <= batch,
+        a.arem + tk >= f + 2 * (batch - f),  # finishers had 1 token left, the others >= 2
+        b.active == batch - f, b.waiting == a.waiting - k, b.wtok == a.wtok - tk,
+        b.arem == a.arem + tk - batch, b.busy == a.busy + batch, b.served == batch,
+    )
+
+
+def abs_slot_bound(a: Abstract, slots) -> z3.BoolRef:
+    return z3.And(a.active <= slots, a.served <= slots)
+
+
+def abs_work_conservation(a: Abstract, total) -> z3.BoolRef:
+    return a.busy + a.wtok + a.arem == total
+
+
+def abs_support(a: Abstract, slots) -> z3.BoolRef:
+    """The abstraction's strengthening: counts >= 0, each unfinished job holds >= 1 token, slots >= 1."""
+    return z3.And(slots >= 1, a.active >= 0, a.waiting >= 0, a.arem >= a.active, a.wtok >= a.waiting, a.busy >= 0)
+
+
+def prove_abstract(which: str) -> dict:
+    """``which`` (slot_bound or work_conservation) is inductive on the abstraction: every n at once."""
+    slots, cont, total = z3.Int("slots"), z3.Bool("continuous"), z3.Int("total")
+    a, b = Abstract("0"), Abstract("1")
+    k, tk, f = z3.Int("k"), z3.Int("tk"), z3.Int("f")
+    inv = {"slot_bound": lambda x: abs_slot_bound(x, slots), "work_conservation": lambda x: abs_work_conservation(x, total)}
+    goal = lambda x: z3.And(inv[which](x), abs_support(x, slots))  # noqa: E731
+    solver = _solver()
+    status, _ = _check_unsat(solver, z3.And(abs_init(a, slots, cont, total), z3.Not(goal(a))))
+    if status != "proved":
+        return {"status": status, "counterexample": None, "detail": "abstract initiation"}
+    _add(solver, goal(a), abs_step(a, b, slots, cont, k, tk, f))
+    status, model = _check_unsat(solver, z3.Not(goal(b)))
+    if status == "refuted":
+        return {"status": "refuted", "counterexample": {str(v): model.eval(v, True).as_long() for v in a.fields()},
+                "detail": "abstract consecution"}
+    return {"status": status, "counterexample": None,
+            "detail": "with counts >= 0, active remaining >= active, waiting tokens >= waiting"}
+
+
+def alpha(inp: M.Inputs, s: M.Vars, a: Abstract) -> list:
+    """The abstraction function: counts and sums of a per-job frame."""
+    n = inp.n
+    return [
+        a.active == M.n_active(inp, s),
+        a.waiting == n - s.adm,
+        a.wtok == M.total(z3.If(M.waiting(s, i), inp.tok[i], 0) for i in range(n)),
+        a.arem == M.total(z3.If(M.active(s, i), s.rem[i], 0) for i in range(n)),
+        a.busy == s.busy,
+        a.served == M.n_served(inp, s),
+    ]
+
+
+def prove_refinement(n: int) -> dict:
+    """The per-job step maps to an abstract step, Init to abstract Init, and the abstract claims mean the registry's."""
+    inp = M.make_inputs(n)
+    s, t = M.make_vars(inp, "0"), M.make_vars(inp, "1")
+    a, b = Abstract("0"), Abstract("1")
+    total = M.sum_tokens(inp)
+    trans, hints = M.transition(inp, s, t)
+    terms = M.step_terms(inp, s, None, str(t.clock))
+    solver = _solver()
+    _add(solver, M.domain(inp))
+    _add(solver, alpha(inp, s, a))
+    solver.push()
+    _add(solver, M.init(inp, s))
+    status, _ = _check_unsat(solver, z3.Not(abs_init(a, inp.slots, inp.cont, total)))
+    solver.pop()
+    if status != "proved":
+        return {"status": status, "counterexample": None, "detail": "Init does not map to abstract Init"}
+    _add(solver, M.strengthened(inp, s) + M.frame_hints(inp, s))
+    local = []
+    for i in range(n):
+        share_w = z3.If(M.waiting(s, i), inp.tok[i], 0)
+        share_a = z3.If(M.active(s, i), s.rem[i], 0)
+        delivered_i = z3.If(M.active(s, i), inp.tok[i] - s.rem[i], z3.If(M.done(s, i), inp.tok[i], 0))
+        local += [share_w >= M.one(M.waiting(s, i)), share_a >= M.one(M.active(s, i)),
+                  delivered_i + share_w + share_a == inp.tok[i]]
+    for fact in local:
+        status, _ = _check_unsat(solver, z3.Not(fact))
+        if status != "proved":
+            return {"status": "unknown", "counterexample": None, "detail": f"local fact {fact}"}
+    _add(solver, local)
+    meaning = z3.And(
+        M.enc_slot_bound(inp, s) == abs_slot_bound(a, inp.slots),
+        M.enc_work_conservation(inp, s) == abs_work_conservation(a, total),
+        abs_support(a, inp.slots),
+    )
+    status, _ = _check_unsat(solver, z3.Not(meaning))
+    if status != "proved":
+        return {"status": status, "counterexample": None, "detail": "abstract claims differ from the registry's"}
+    _add(solver, [trans] + hints + alpha(inp, t, b))
+    k = t.adm - s.adm
+    tk = M.total(z3.If(terms.admit[i], inp.tok[i], 0) for i in range(n))
+    f = M.count(terms.finish)
+    step_local = []
+    for i in range(n):
+        share_bw = z3.If(M.waiting(t, i), inp.tok[i], 0)
+        share_ba = z3.If(M.active(t, i), t.rem[i], 0)
+        share_w = z3.If(M.waiting(s, i), inp.tok[i], 0)
+        share_a = z3.If(M.active(s, i), s.rem[i], 0)
+        admit_tok = z3.If(terms.admit[i], inp.tok[i], 0)
+        step_local += [
+            share_bw == share_w - admit_tok,
+            share_ba == share_a + admit_tok - M.one(terms.batch[i]),
+            admit_tok >= M.one(terms.admit[i]),
+            share_a + admit_tok >= M.one(terms.finish[i]) + 2 * (M.one(terms.batch[i]) - M.one(terms.finish[i])),
+        ]
+    for fact in step_local:
+        status, _ = _check_unsat(solver, z3.Not(fact))
+        if status != "proved":
+            return {"status": "unknown", "counterexample": None, "detail": f"local step fact {fact}"}
+    _add(solver, step_local)
+    status, _ = _check_unsat(solver, z3.Not(abs_step(a, b, inp.slots, inp.cont, k, tk, f)))
+    if status != "proved":
+        return {"status": status, "counterexample": None, "detail": "a step does not map to an abstract step"}
+    return {"status": "proved", "counterexample": None, "detail": "Init and Step refine; the claims coincide"}
+
+
+# --- the policy theorem --------------------------------------------------------------------
+
+
+PRODUCT_RUN_LEMMAS = (
+    "well_typed", "every_job_completes_once", "slot_bound", "no_start_before_arrival", "active_remaining_positive",
+    "started_before_clock", "finished_by_clock", "no_preemption",
+)
+
+
+def prove_jump_is_idle_ticks(n: int) -> dict:
+    """An idle clock (nothing active, next arrival later) advanced by one tick gives the same next step."""
+    inp = M.make_inputs(n)
+    s, s2, t, t2 = (M.make_vars(inp, tag) for tag in ("j0", "j0b", "j1", "j1b"))
+    solver = _solver()
+    _add(solver, M.domain(inp), M.enc_every_job_completes_once(inp, s))
+    _add(solver, M.n_active(inp, s) == 0, s.adm < inp.n, M.head_arrival(inp, s) > s.clock)
+    same = [s2.busy == s.busy, s2.adm == s.adm, s2.clock == s.clock + 1]
+    for i in range(n):
+        same += [s2.rem[i] == s.rem[i], s2.start[i] == s.start[i], s2.fin[i] == s.fin[i], s2.dn[i] == s.dn[i],
+                 s2.srv[i] == s.srv[i]]
+    _add(solver, same + [M.trans(inp, s, t), M.trans(inp, s2, t2)])
+    equal = [t2.busy == t.busy, t2.adm == t.adm, t2.clock == t.clock]
+    for i in range(n):
+        equal += [z3.Implies(M.admitted(t, i), z3.And(t2.start[i] == t.start[i], t2.dn[i] == t.dn[i])),
+                  z3.Implies(M.active(t, i), t2.rem[i] == t.rem[i]), z3.Implies(M.done(t, i), t2.fin[i] == t.fin[i]),
+                  t2.srv[i] == t.srv[i]]
+    status, _ = _check_unsat(solver, z3.Not(z3.And(equal)))
+    return {"status": status, "counterexample": None, "detail": "spec.step's jump = idle ticks then a step"}
+
+
+def prove_policy(n: int) -> dict:
+    """Continuous never starts (so never finishes) a job later than static, on the same input."""
+    inp = M.make_inputs(n)
+    ic, ist = M.with_policy(inp, True), M.with_policy(inp, False)
+    c0, c1, s0, s1 = (M.make_vars(inp, tag) for tag in ("c0", "c1", "s0", "s1"))
+
+    def run_lemmas(i, x):
+        return [_encoding(name)(i, x) for name in PRODUCT_RUN_LEMMAS]
+
+    def relation(c, s):
+        rel = [c.clock == s.clock]
+        for i in range(n):
+            rel.append(z3.Implies(M.admitted(s, i), z3.And(M.admitted(c, i), c.start[i] <= s.start[i])))
+        return rel
+
+    def product(c, s):
+        return run_lemmas(ic, c) + run_lemmas(ist, s) + relation(c, s)
+
+    solver = _solver()
+    _add(solver, M.domain(inp))
+    solver.push()
+    _add(solver, M.init(ic, c0), M.init(ist, s0))
+    status, _ = _check_unsat(solver, z3.Not(z3.And(product(c0, s0))))
+    solver.pop()
+    if status != "proved":
+        return {"status": status, "counterexample": None, "detail": "initiation of the product invariant"}
+    _add(solver, product(c0, s0))
+    _add(solver, M.frame_hints(ic, c0) + M.frame_hints(ist, s0))
+    # local fact: a job done under static is done under continuous (same clock, earlier start, no preemption)
+    local = [M.one(M.done(s0, i)) <= M.one(M.done(c0, i)) for i in range(n)]
+    for fact in local:
+        status, _ = _check_unsat(solver, z3.Not(fact))
+        if status != "proved":
+            return {"status": "unknown", "counterexample": None, "detail": f"local fact {fact}"}
+    _add(solver, local)
+    _add(solver, M.timed_trans(ic, c0, c1), M.timed_trans(ist, s0, s1))
+    for frame_hint in M.frame_hints(ic, c1) + M.frame_hints(ist, s1):
+        _add(solver, frame_hint)
+    for goal in product(c1, s1):
+        status, model = _check_unsat(solver, z3.Not(goal))
+        if status != "proved":
+            cex = None
+            if model is not None:
+                cex = {"continuous": describe(M.read_frame(model, ic, c0)), "static": describe(M.read_frame(model, ist, s0)),
+                       "call": _call_text(M.read_frame(model, ist, s0)), "goal": str(goal)}
+            return {"status": status, "counterexample": cex, "detail": "consecution of the product invariant"}
+    conclusion = z3.And([
+        z3.Implies(M.done(s0, i), z3.And(M.done(c0, i), c0.fin[i] <= s0.fin[i])) for i in range(n)
+    ])
+    status, _ = _check_unsat(solver, z3.Not(conclusion))
+    if status != "proved":
+        return {"status": status, "counterexample": None, "detail": "finishes"}
+    return {"status": "proved", "counterexample": None,
+            "detail": "start_c <= start_s for every job static admitted; so finish_c <= finish_s and makespan_c <= makespan_s"}
+
+
+# --- the ledger's claims --------------------------------------------------------------------
+
+
+def claims(max_jobs: int = 16, mutant: str | None = None, policy_jobs: int | None = None) -> list[Claim]:
+    """Every row of ``schedcheck prove``, in ledger order."""
+    n = max_jobs
+    assert n >= 1, f"max_jobs={n!r}: expected an int >= 1"
+    pn = min(n, policy_jobs) if policy_jobs else n
+    bound = f"n={n}"
+    rows = [Claim(HINTS, "inductive", bound, partial(prove_counting_identities, n, mutant))]
+    names = state_invariant_names() + list(M.LEMMAS)
+    for name in names:
+        depends = (HINTS,) + tuple(row_name(a) for a in assumptions(name) if a != name)
+        rows.append(Claim(row_name(name), "inductive", bound, partial(prove_inductive, name, n, mutant), depends))
+    everything = (HINTS,) + tuple(row_name(x) for x in names)
+    rows.append(Claim("termination_ranking", "inductive", bound, partial(prove_termination, n, mutant), everything))
+    rows.append(Claim("slot_bound (any n)", "abstraction", "any n", partial(prove_abstract, "slot_bound"),
+                      ("abstraction_refinement",)))
+    rows.append(Claim("work_conservation (any n)", "abstraction", "any n", partial(prove_abstract, "work_conservation"),
+                      ("abstraction_refinement",)))
+    rows.append(Claim("abstraction_refinement", "abstraction", bound, partial(prove_refinement, n), everything))
+    rows.append(Claim("jump_is_idle_ticks", "inductive", f"n={pn}", partial(prove_jump_is_idle_ticks, pn)))
+    rows.append(Claim("policy_continuous_starts_no_later", "product induction", f"n={pn}", partial(prove_policy, pn),
+                      ("jump_is_idle_ticks", HINTS)))
+    for rule in M.RULES:
+        target = RULE_TARGETS[rule]
+        dep = everything if target == "termination_ranking" else (HINTS,) + tuple(
+            row_name(a) for a in assumptions(target) if a != target)
+        rows.append(Claim(f"rule_needed:{rule}", "bounded", f"n<=2 without, n={n} with",
+                          partial(prove_rule_needed, rule, n), dep))
+    for name in WORKED_EXAMPLES:
+        rows.append(Claim(name, "bounded", f"n={len(WORKED_EXAMPLES[name][0])}", partial(prove_worked_example, name)))
+    if mutant is not None:
+        rows = [r for r in rows if not r.claim.startswith(("worked_example", "rule_needed"))]
+    return rows

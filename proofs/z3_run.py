@@ -1,0 +1,137 @@
+"""Run claims under a wall-clock limit that really stops them: one forked child per claim.
+
+What it establishes: a claim's status is what its child process returned before
+its deadline; a child that is still running at the deadline is killed (SIGKILL)
+and the claim is ``unknown``, as is a child that dies without an answer.  Z3's own
+``timeout`` parameter is set as well, but only as a hint: it is not always honoured.
+
+Assumptions: a POSIX system with the 'fork' start method (the claims are closures
+over Python objects; nothing is pickled but the result).  Bounds: at most
+``workers`` children at once.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+import traceback
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+from typing import Callable
+
+STATUSES = ("proved", "refuted", "unknown")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One row of the ledger: a name, how it is proved, its bound, and the function that proves it.
+
+    ``run()`` returns {"status": ..., "counterexample": ..., "detail": ...}.
+    ``depends`` names the rows this proof assumes (the strengthening invariants):
+    a row counts as proved only when every row it depends on is proved too."""
+
+    claim: str
+    method: str
+    bound: str
+    run: Callable[[], dict]
+    depends: tuple = field(default=())
+
+
+def _child(claim: Claim, conn, budget: float) -> None:
+    try:
+        import z3
+
+        z3.set_param("timeout", max(1, int(budget * 1000)))
+        result = claim.run()
+    except Exception:  # report any failure of the proof code as unknown, with the trace
+        result = {"status": "unknown", "counterexample": None, "detail": "error:\n" + traceback.format_exc()}
+    try:
+        conn.send(result)
+    finally:
+        conn.close()
+
+
+def run_claims(claims: list[Claim], budget: float, workers: int = 2) -> list[dict]:
+    """Each claim's row, in the order given; each child is killed at ``budget`` seconds."""
+    assert budget > 0, f"budget={budget!r}: expected seconds > 0"
+    assert workers >= 1, f"workers={workers!r}: expected an int >= 1"
+    ctx = multiprocessing.get_context("fork")
+    rows: list[dict | None] = [None] * len(claims)
+    pending = list(range(len(claims)))
+    running: dict = {}  # conn -> (index, process, started)
+    while pending or running:
+        while pending and len(running) < workers:
+            index = pending.pop(0)
+            receiver, sender = ctx.Pipe(duplex=False)
+            process = ctx.Process(target=_child, args=(claims[index], sender, budget), daemon=True)
+            process.start()
+            sender.close()
+            running[receiver] = (index, process, time.monotonic())
+        now = time.monotonic()
+        soonest = min(started + budget for _, _, started in running.values())
+        ready = wait(list(running), timeout=max(0.0, soonest - now))
+        now = time.monotonic()
+        for conn in list(running):
+            index, process, started = running[conn]
+            result = None
+            if conn in ready:
+                try:
+                    result = conn.recv()
+                except EOFError:
+                    result = {"status": "unknown", "counterexample": None, "detail": "the proof process died"}
+            elif now - started >= budget:
+                result = {"status": "unknown", "counterexample": None, "detail": f"killed at the {budget:g} s limit"}
+            else:
+                continue
+            if process.is_alive():
+                process.kill()
+            process.join()
+            conn.close()
+            del running[conn]
+            rows[index] = _row(claims[index], result, now - started)
+    return _apply_dependencies(claims, rows)
+
+
+def _row(claim: Claim, result: dict, seconds: float) -> dict:
+    status = result.get("status")
+    assert status in STATUSES, f"status={status!r}: expected one of {STATUSES}"
+    return {
+        "claim": claim.claim,
+        "status": status,
+        "method": claim.method,
+        "bound": claim.bound,
+        "seconds": round(seconds, 2),
+        "counterexample": result.get("counterexample"),
+        "detail": result.get("detail"),
+    }
+
+
+def _apply_dependencies(claims: list[Claim], rows: list[dict]) -> list[dict]:
+    """A proof that assumes an unproved row is not a proof: it becomes ``unknown``."""
+    changed = True
+    while changed:
+        changed = False
+        status = {row["claim"]: row["status"] for row in rows}
+        for claim, row in zip(claims, rows):
+            if row["status"] != "proved":
+                continue
+            missing = [name for name in claim.depends if status.get(name) != "proved"]
+            if missing:
+                row["status"] = "unknown"
+                row["detail"] = f"assumes {', '.join(missing)}, which is not proved"
+                changed = True
+    return rows
+
+
+def verdict(rows: list[dict]) -> str:
+    """'pass' exactly when every row is proved; unknown is never a pass."""
+    return "pass" if rows and all(row["status"] == "proved" for row in rows) else "fail"
+
+
+def exit_code(rows: list[dict]) -> int:
+    """0 all proved, 1 something refuted, 2 something unknown (and nothing refuted)."""
+    if any(row["status"] == "refuted" for row in rows):
+        return 1
+    if any(row["status"] != "proved" for row in rows) or not rows:
+        return 2
+    return 0

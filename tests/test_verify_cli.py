@@ -1,0 +1,177 @@
+"""`schedcheck verify` and `replay` as a user meets them: exit codes, reports, JSON, replay."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from proofs.cli import main
+from proofs.counterexample import Counterexample, parse_input_repr
+from proofs.report import format_counterexample
+
+BUGGY = pathlib.Path(__file__).parent / "corpus" / "buggy"
+SLOT_BUG = f"{BUGGY / 'admits_one_too_many.py'}:schedule"
+
+
+def run_cli(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "proofs.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
+
+
+@pytest.fixture
+def isolated(tmp_path):
+    """Arguments that keep a run's databases in tmp_path."""
+    return ["--db", str(tmp_path / "db"), "--save-dir", str(tmp_path / "saved"), "--seed", "0"]
+
+
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        ("no/such/file.py:schedule", "no such file"),
+        (f"{BUGGY / 'admits_one_too_many.py'}:nothing_here", "no function 'nothing_here'"),
+        ("no_such_module_xyz:schedule", "import failed: ModuleNotFoundError"),
+        ("just_a_name", "expected path/to/file.py:function"),
+    ],
+)
+def test_a_target_that_cannot_be_loaded_exits_2_with_one_line(target, message):
+    run = run_cli("verify", target, "--budget", "5")
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert run.stderr.count("\n") == 1 and message in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("option", [["--budget", "0"], ["--budget", "x"], ["--engine", "nope"], ["--examples", "0"]])
+def test_bad_arguments_exit_2(option):
+    run = run_cli("verify", *option)
+    assert run.returncode == 2
+    assert "Traceback" not in run.stderr
+
+
+def test_a_target_whose_import_crashes_is_reported_not_raised(tmp_path):
+    bad = tmp_path / "explodes.py"
+    bad.write_text("import os\nos._exit(7)\n")
+    run = run_cli("verify", f"{bad}:schedule", "--budget", "5")
+    assert run.returncode == 2
+    assert "died while importing" in run.stderr and "exit code 7" in run.stderr
+
+
+def test_failing_run_prints_the_report_and_writes_json(tmp_path, isolated, capsys):
+    report = tmp_path / "report.json"
+    code = main(["verify", SLOT_BUG, "--json", str(report), *isolated])
+    out = capsys.readouterr().out
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0] == "FAIL slot_bound  engine=hypothesis  (shrunk: 2 jobs)"
+    assert lines[1].startswith("schedule([")
+    assert any(line.startswith("expected slot0") for line in lines)
+    assert any(line.startswith("         slot1") for line in lines)  # the actual schedule uses a second slot
+    data = json.loads(report.read_text())
+    assert set(data) == {"verdict", "target", "seconds", "counterexamples"}
+    assert data["verdict"] == "fail" and data["target"] == SLOT_BUG
+    (cex,) = data["counterexamples"]
+    assert set(cex) >= {"property", "engine", "input", "input_repr", "message"}
+    assert cex["property"] == "slot_bound" and cex["engine"] == "hypothesis"
+    assert cex["input"]["slots"] == 1 and len(cex["input"]["jobs"]) == 2
+    assert parse_input_repr(cex["input_repr"]) == (cex["input"]["jobs"], 1, cex["input"]["continuous"])
+
+
+def test_the_same_bug_gives_the_same_counterexample_on_every_run(tmp_path, capsys):
+    reports = []
+    for run in range(2):
+        path = tmp_path / f"{run}.json"
+        main(["verify", SLOT_BUG, "--json", str(path), "--db", "none", "--save-dir", str(tmp_path / f"s{run}")])
+        reports.append(json.loads(path.read_text())["counterexamples"][0]["input_repr"])
+    assert reports[0] == reports[1]
+
+
+def test_counterexamples_are_saved_and_replayed_first(tmp_path, isolated, capsys):
+    assert main(["verify", SLOT_BUG, *isolated]) == 1
+    saved = list((tmp_path / "saved").glob("*.json"))
+    assert len(saved) == 1
+    first_report = capsys.readouterr().out
+    assert main(["verify", SLOT_BUG, *isolated, "--examples", "1"]) == 1
+    assert capsys.readouterr().out == first_report
+
+
+def test_replay_prints_the_same_report_and_writes_a_regression_test(tmp_path, isolated, capsys):
+    main(["verify", SLOT_BUG, *isolated])
+    verify_out = capsys.readouterr().out
+    (saved,) = (tmp_path / "saved").glob("*.json")
+    regression = tmp_path / "test_regression.py"
+    assert main(["replay", str(saved), "--pytest", str(regression)]) == 1
+    replay_out = capsys.readouterr().out
+    assert replay_out.strip() == verify_out.split("\n\nFAIL ")[0].strip()
+    # the fixed scheduler passes the replay, and so the generated test
+    assert main(["replay", str(saved), "impl:schedule"]) == 0
+    assert "no longer fails" in capsys.readouterr().out
+    text = regression.read_text()
+    compile(text, str(regression), "exec")
+    assert "def test_slot_bound_regression" in text
+
+
+def test_replay_of_an_unreadable_file_exits_2(tmp_path):
+    bad = tmp_path / "cex.json"
+    bad.write_text("{not json")
+    run = run_cli("replay", str(bad))
+    assert run.returncode == 2 and "cannot read" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_wrong_signature_is_a_failing_target(tmp_path, isolated, capsys):
+    code = main(["verify", f"{BUGGY / 'wrong_signature.py'}:schedule", *isolated])
+    assert code == 1
+    assert capsys.readouterr().out.startswith("FAIL signature  engine=harness")
+
+
+def test_all_reports_every_violated_invariant(tmp_path, isolated, capsys):
+    path = tmp_path / "all.json"
+    code = main(["verify", f"{BUGGY / 'serves_one_extra_token.py'}:schedule", "--all", "--json", str(path), *isolated, "--budget", "30"])
+    assert code == 1
+    found = [c["property"] for c in json.loads(path.read_text())["counterexamples"]]
+    assert found[0] == "nonnegative_remaining"
+    assert len(found) == len(set(found)) >= 2
+
+
+def test_a_hanging_target_is_reported_not_waited_for(tmp_path, isolated, capsys):
+    code = main(["verify", f"{BUGGY / 'hang_in_c_code.py'}:schedule", "--budget", "20", *isolated])
+    assert code == 1
+    out = capsys.readouterr().out
+    assert out.startswith("FAIL termination") and "did not return within" in out
+
+
+def test_report_is_stable_text():
+    cex = Counterexample(
+        "slot_bound", "hypothesis", "conformance",
+        [{"id": 0, "arrival": 0, "tokens": 1}, {"id": 1, "arrival": 0, "tokens": 1}], 1, True,
+        "tick 0 serves [0, 1]: 2 jobs in 1 slots",
+    )
+    actual = {
+        "makespan_ticks": 1, "busy_slots": 2, "utilization": 2.0,
+        "completed": [
+            {"id": 0, "arrival": 0, "tokens": 1, "start": 0, "finish": 1, "wait": 0, "turnaround": 1},
+            {"id": 1, "arrival": 0, "tokens": 1, "start": 0, "finish": 1, "wait": 0, "turnaround": 1},
+        ],
+        "trace": [{"tick": 0, "served": [0, 1]}],
+    }
+    assert format_counterexample(cex, actual) == [
+        "FAIL slot_bound  engine=hypothesis  (shrunk: 2 jobs)",
+        'schedule([{"id": 0, "arrival": 0, "tokens": 1}, {"id": 1, "arrival": 0, "tokens": 1}], slots=1, continuous=True)',
+        "# tick 0 serves [0, 1]: 2 jobs in 1 slots",
+        "first difference: trace entry 0: expected tick 0 serving [0], got tick 0 serving [0, 1]",
+        "tick            | 0 1",
+        "expected slot0  | 0 1",
+        "actual   slot0  | 0 .",
+        "         slot1  | 1 .",
+    ]
+
+
+def test_non_json_inputs_have_null_input_and_a_python_repr():
+    cex = Counterexample("validation", "hypothesis", "validation", ({"id": 0, "arrival": float("nan"), "tokens": 1},), 1, True, "m")
+    data = cex.to_json()
+    assert data["input"] is None
+    assert data["input_repr"] == 'schedule(({"id": 0, "arrival": float("nan"), "tokens": 1},), slots=1, continuous=True)'
+    jobs, slots, continuous = parse_input_repr(data["input_repr"])
+    assert isinstance(jobs, tuple) and jobs[0]["arrival"] != jobs[0]["arrival"]
