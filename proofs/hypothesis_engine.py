@@ -11,7 +11,8 @@ What it runs, in order, stopping at the first counterexample (``--all`` goes on)
 3. repeated calls, each in a fresh process and after other calls, rejected ones
    included (``deterministic``);
 4. valid calls across the whole domain, steered by ``hypothesis.target`` towards long
-   queues, ties and large gaps between the policies;
+   queues, ties and large gaps between the policies; then related calls side by side
+   (proofs.relations: both policies, one slot, a slot per job);
 5. bad inputs combined at random (``strategies.corrupted_calls``);
 6. for our own impl, the stateful test of the online Scheduler (proofs.stateful).
 
@@ -30,6 +31,7 @@ import time
 from typing import Callable, NamedTuple
 
 from hypothesis import HealthCheck, Verbosity, given, settings
+from hypothesis import strategies as st
 from hypothesis import seed as hypothesis_seed
 from hypothesis import target as hypothesis_target
 from hypothesis.database import DirectoryBasedExampleDatabase
@@ -39,13 +41,14 @@ from proofs.counterexample import Counterexample
 from proofs.isolation import TargetProcess
 from proofs.judge import Finding, judge_invalid_call, judge_repeated_call, judge_valid_call
 from proofs.minimize import minimize_invalid_call, minimize_valid_call
+from proofs.relations import broken_relations, related_calls
 from proofs.strategies import bad_calls, corrupted_calls, valid_calls
 from proofs.targets import Target
 
 ENGINE = "hypothesis"
 SHRINK_CALL_SECONDS = 0.25  # a call on a minimised input that takes longer than this hangs
 HYPOTHESIS_SHRINK_SECONDS = 1.0  # then the deterministic minimiser takes over
-EXAMPLES = {"conformance": 500, "deterministic": 30, "validation": 200, "stateful": 60}
+EXAMPLES = {"conformance": 500, "metamorphic": 60, "deterministic": 30, "validation": 200, "stateful": 60}
 
 
 def examples_for(conformance: int) -> dict:
@@ -110,6 +113,7 @@ class Search:
             ("validation", self._systematic_validation),
             ("deterministic", self._deterministic),
             ("conformance", self._conformance),
+            ("metamorphic", self._metamorphic),
             ("validation", self._corrupted_validation),
         ]
         if stateful:
@@ -216,6 +220,32 @@ class Search:
 
     def _conformance(self) -> None:
         self._search("conformance", valid_calls(), self._valid_steered, self._minimize_valid)
+
+    def _metamorphic(self) -> None:
+        """Related calls (both policies, one slot, a slot per job) judged side by side."""
+
+        def judge(pair):
+            jobs, slots = pair
+            results = {}
+            for call in related_calls(jobs, slots):
+                self.calls_tried += 1
+                outcome = self.process.call(*copy.deepcopy(call))
+                findings = judge_valid_call(outcome, *call)
+                if findings:
+                    pair_call["call"] = call
+                    return findings
+                results[(call[1], call[2])] = outcome.result
+            broken = broken_relations(jobs, slots, results)
+            if broken:  # every call conformed, yet a relation broke: the relation is wrong
+                raise AssertionError(f"relation broken by conforming results: {broken[0]}")
+            return []
+
+        pair_call = {}
+        pairs = st.tuples(valid_calls(max_jobs=12).map(lambda call: list(call[0])), st.integers(1, 4))
+        self._search(
+            "metamorphic", pairs, judge,
+            lambda pair, wanted: self._minimize_valid(pair_call["call"], wanted),
+        )
 
     def _deterministic(self) -> None:
         self._search("deterministic", valid_calls(max_jobs=8), self._repeated, self._minimize_repeated)
@@ -328,4 +358,5 @@ class Search:
             if state["call"] is None:
                 return
             small, finding = minimize(state["call"], state["locked"])
-            self._record("deterministic" if finding.invariant == "deterministic" else check, small, finding, rule)
+            replay_as = "conformance" if check == "metamorphic" else check
+            self._record("deterministic" if finding.invariant == "deterministic" else replay_as, small, finding, rule)

@@ -21,7 +21,8 @@ finds the concrete run shown (breaking the named claim), and with every rule tha
 claim is proved."""
 
 DEFAULT_MAX_JOBS = 16
-DEFAULT_BUDGET = 40.0
+DEFAULT_BUDGET = 60.0
+DEFAULT_POLICY_JOBS = 12
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -38,8 +39,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("--max-jobs", type=int, default=DEFAULT_MAX_JOBS, metavar="N",
                         help=f"symbolic jobs for the per-job proofs (default {DEFAULT_MAX_JOBS})")
-    parser.add_argument("--policy-jobs", type=int, default=None, metavar="N",
-                        help="symbolic jobs for the policy theorem (default: --max-jobs)")
+    parser.add_argument("--policy-jobs", type=int, default=DEFAULT_POLICY_JOBS, metavar="N",
+                        help=f"symbolic jobs for the policy theorem, at most --max-jobs (default {DEFAULT_POLICY_JOBS})")
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET, metavar="S",
                         help=f"wall-clock seconds per claim; a claim still running is killed and unknown (default {DEFAULT_BUDGET:g})")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
@@ -53,13 +54,21 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def prove(max_jobs: int = DEFAULT_MAX_JOBS, budget: float = DEFAULT_BUDGET, mutant: str | None = None,
-          only: list[str] | None = None, workers: int = 2, policy_jobs: int | None = None) -> list[dict]:
+          only: list[str] | None = None, workers: int = 2, policy_jobs: int | None = DEFAULT_POLICY_JOBS) -> list[dict]:
     """The ledger rows (with a ``detail`` field beside the JSON's six)."""
     from proofs import z3_claims, z3_run
 
     claims = z3_claims.claims(max_jobs, mutant, policy_jobs)
-    if only:
-        claims = [c for c in claims if any(part in c.claim for part in only)]
+    if only:  # the selected claims and every row they assume
+        by_name = {c.claim: c for c in claims}
+        keep = {c.claim for c in claims if any(part in c.claim for part in only)}
+        frontier = list(keep)
+        while frontier:
+            for dep in by_name[frontier.pop()].depends:
+                if dep in by_name and dep not in keep:
+                    keep.add(dep)
+                    frontier.append(dep)
+        claims = [c for c in claims if c.claim in keep]
     return z3_run.run_claims(claims, budget, workers)
 
 

@@ -44,7 +44,7 @@ RULES = ("tokens_integral", "tokens_positive", "arrival_nonnegative", "ids_uniqu
 
 # Broken variants of step: name -> what it does wrong.
 MUTANTS = {
-    "admit_while_le_slots": "continuous admission runs while active <= slots (one job too many)",
+    "admit_while_le_slots": "admission runs while active <= slots (one job too many)",
     "finish_one_early": "a job leaves when one token is still to be served",
     "static_admits_into_running_batch": "the static policy admits into a running batch, like continuous",
     "no_jump": "an idle engine does not jump to the next arrival but serves an empty tick",
@@ -148,6 +148,11 @@ def one(b: z3.BoolRef) -> z3.ArithRef:
         hit = (z3.Int(f"one!{key}"), b)
         _INDICATORS[key] = hit
     return hit[0]
+
+
+def reset_indicators() -> None:
+    """Forget every indicator: only before building a fresh set of formulas (tests use it per example)."""
+    _INDICATORS.clear()
 
 
 def indicator_defs(added: set | None = None) -> list:
