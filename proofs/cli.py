@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from proofs import verify_command
+from proofs import diff_command, verify_command
 
 EXIT_CODES = """exit codes:
   0  nothing found / everything proved
@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run the chapter's worked example 1 on our impl")
     demo.set_defaults(handler=_demo)
     verify_command.add_parsers(commands)
+    diff_command.add_parsers(commands)
     return parser
 
 

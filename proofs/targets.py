@@ -29,6 +29,7 @@ class Target(NamedTuple):
     path: str | None  # absolute path of a .py file, or None for a module
     module: str | None
     function: str
+    root: str | None = None  # a directory to import the module from, ahead of sys.path
 
     @property
     def is_default(self) -> bool:
@@ -64,6 +65,11 @@ def load_callable(target: Target) -> Callable:
             sys.path.insert(0, os.path.dirname(target.path))
             spec.loader.exec_module(module)
         else:
+            if target.root is not None:
+                sys.path.insert(0, target.root)
+                package = target.module.partition(".")[0]
+                for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
+                    del sys.modules[name]  # the child inherited the harness's copy; import this one
             module = importlib.import_module(target.module)
     except TargetError:
         raise

@@ -51,7 +51,7 @@ def _entries(trace) -> list[tuple[int, list]]:
     return [(entry["tick"], list(entry["served"])) for entry in trace]
 
 
-def render(expected_trace, actual_trace, focus: int | None = None) -> list[str]:
+def render(expected_trace, actual_trace, focus: int | None = None, titles=("expected", "actual")) -> list[str]:
     """The picture's lines: a tick header, the expected slot rows, then the actual ones."""
     expected, actual = _entries(expected_trace), _entries(actual_trace)
     ticks = sorted({tick for tick, _ in expected} | {tick for tick, _ in actual})
@@ -61,7 +61,7 @@ def render(expected_trace, actual_trace, focus: int | None = None) -> list[str]:
     drawn = [tick for tick in columns if tick is not None]
     base = drawn[0] if drawn[-1] > 9999 else 0
     labels = ["~" if tick is None else str(tick - base) for tick in columns]
-    schedules = [("expected", slot_rows(expected)), ("actual", slot_rows(actual))]
+    schedules = [(titles[0], slot_rows(expected)), (titles[1], slot_rows(actual))]
     cells = [str(job) for _, rows in schedules for row in rows.values() for job in row.values()]
     width = max(len(text) for text in labels + cells + ["."])
     header_name = "tick" if not base else f"tick-{base}"

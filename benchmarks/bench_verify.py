@@ -1,0 +1,92 @@
+"""Time to first counterexample of `schedcheck verify` on the buggy corpus, and its size.
+
+Each run is a whole process, start to exit, minimisation included, with a fresh
+example database and no saved counterexamples, so it measures a first find.  Runs
+use different seeds.  The baseline is `schedcheck --help` in the same session (the
+cost of starting Python and importing the harness), so ratios survive a slower box.
+
+    python benchmarks/bench_verify.py [--runs 3] [--write docs/verify-benchmark.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BUGGY = sorted(p for p in (ROOT / "tests" / "corpus" / "buggy").glob("*.py") if p.name != "__init__.py")
+
+
+def timed(command: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, capture_output=True, cwd=ROOT, check=False)
+    return time.perf_counter() - started
+
+
+def verify_once(path: pathlib.Path, seed: int) -> tuple[float, str, int]:
+    with tempfile.TemporaryDirectory() as scratch:
+        report = pathlib.Path(scratch) / "report.json"
+        command = [
+            sys.executable, "-m", "proofs.cli", "verify", f"{path}:schedule", "--seed", str(seed),
+            "--db", "none", "--save-dir", scratch, "--json", str(report), "--budget", "60",
+        ]
+        seconds = timed(command)
+        data = json.loads(report.read_text())
+    first = data["counterexamples"][0] if data["counterexamples"] else None
+    size = len(first["input"]["jobs"]) if first and first["input"] else -1
+    return seconds, first["property"] if first else "-", size
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--write", metavar="PATH")
+    args = parser.parse_args()
+
+    baseline = statistics.median(timed([sys.executable, "-m", "proofs.cli", "--help"]) for _ in range(5))
+    rows = []
+    for path in BUGGY:
+        runs = [verify_once(path, seed) for seed in range(args.runs)]
+        seconds = statistics.median(r[0] for r in runs)
+        rows.append((path.stem, seconds, max(r[0] for r in runs), runs[0][1], max(r[2] for r in runs)))
+        print(f"{path.stem:40} median {seconds:6.2f} s  worst {rows[-1][2]:6.2f} s  {runs[0][1]}  size {rows[-1][4]}", flush=True)
+
+    medians = [row[1] for row in rows]
+    lines = [
+        "| buggy scheduler | invariant | median s | worst s | x baseline | jobs in counterexample |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    lines += [
+        f"| {name} | {prop} | {med:.2f} | {worst:.2f} | {med / baseline:.1f} | {size} |"
+        for name, med, worst, prop, size in rows
+    ]
+    summary = (
+        f"{len(rows)} buggy schedulers, {args.runs} runs each (seeds 0..{args.runs - 1}). "
+        f"Baseline (`schedcheck --help`, start-up and imports): {baseline:.2f} s. "
+        f"Median of the per-scheduler medians: {statistics.median(medians):.2f} s; "
+        f"worst single run: {max(row[2] for row in rows):.2f} s; "
+        f"largest counterexample: {max(row[4] for row in rows)} jobs."
+    )
+    print(summary)
+    if args.write:
+        text = pathlib.Path(args.write).read_text() if pathlib.Path(args.write).exists() else ""
+        marker = "<!-- bench_verify -->"
+        table = f"{marker}\n{summary}\n\n" + "\n".join(lines) + f"\n{marker}"
+        if marker in text:
+            head, _, rest = text.partition(marker)
+            _, _, tail = rest.partition(marker)
+            text = head + table + tail
+        else:
+            text += "\n" + table + "\n"
+        pathlib.Path(args.write).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""``schedcheck diff``: the smallest input on which two versions of a scheduler differ."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import spec
+from proofs.counterexample import Counterexample
+from proofs.differential import Difference, DifferentialSearch
+from proofs.isolation import TargetProcess
+from proofs.targets import Target, TargetError, parse_target
+from proofs.timeline import render
+from spec.observation import Observation, observe
+from spec.oracle import first_difference
+
+
+def add_parsers(commands) -> None:
+    diff = commands.add_parser(
+        "diff",
+        help="find the smallest input on which two schedulers differ, and classify it",
+        description=(
+            "Compare OLD and NEW (file.py:function or package.module:function), or with "
+            "--base GITREV our impl in the working tree against the same impl at GITREV. "
+            "Exit 0: no difference, or only fixes; 1: a regression or another difference; 2: could not run."
+        ),
+    )
+    diff.add_argument("old", nargs="?", help="the scheduler before the change")
+    diff.add_argument("new", nargs="?", help="the scheduler after the change")
+    diff.add_argument("--base", metavar="GITREV", help="compare the working tree's impl with impl at GITREV")
+    diff.add_argument("--budget", type=float, default=60.0, metavar="SECONDS")
+    diff.add_argument("--seed", type=int, default=None)
+    diff.add_argument("--examples", type=int, default=500, metavar="N")
+    diff.add_argument("--json", metavar="PATH")
+    diff.set_defaults(handler=run_diff)
+
+
+def _fail_usage(message: str) -> int:
+    print(f"schedcheck: error: {message}", file=sys.stderr)
+    return 2
+
+
+@contextlib.contextmanager
+def _worktree(revision: str):
+    """A temporary checkout of ``revision``, removed afterwards."""
+    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    if top.returncode != 0:
+        raise TargetError("--base needs a git checkout: " + (top.stderr.strip() or "not a git repository"))
+    root = top.stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="schedcheck-base-") as scratch:
+        where = os.path.join(scratch, "tree")
+        add = subprocess.run(
+            ["git", "-C", root, "worktree", "add", "--detach", where, revision], capture_output=True, text=True
+        )
+        if add.returncode != 0:
+            raise TargetError(f"--base {revision!r}: {add.stderr.strip().splitlines()[-1] if add.stderr.strip() else 'git worktree failed'}")
+        try:
+            yield root, where
+        finally:
+            subprocess.run(["git", "-C", root, "worktree", "remove", "--force", where], capture_output=True)
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    if args.budget <= 0 or args.examples < 1:
+        return _fail_usage("--budget and --examples must be positive")
+    if args.base is None and (args.old is None or args.new is None):
+        return _fail_usage("give OLD and NEW targets, or --base GITREV")
+    if args.base is not None and (args.old is not None or args.new is not None):
+        return _fail_usage("give either OLD and NEW, or --base GITREV, not both")
+    try:
+        if args.base is not None:
+            with _worktree(args.base) as (root, base_tree):
+                old = Target(f"impl:schedule@{args.base}", None, "impl", "schedule", root=base_tree)
+                new = Target("impl:schedule", None, "impl", "schedule", root=root)
+                return _compare(old, new, args, started)
+        return _compare(parse_target(args.old), parse_target(args.new), args, started)
+    except TargetError as error:
+        return _fail_usage(str(error))
+
+
+def _compare(old: Target, new: Target, args, started: float) -> int:
+    deadline = started + args.budget
+    with TargetProcess(old) as old_process, TargetProcess(new) as new_process:
+        old_process.start()
+        new_process.start()
+        search = DifferentialSearch(old_process, new_process, deadline, seed=args.seed, examples=args.examples)
+        found = search.run()
+    if found is None:
+        line = f"SAME {old.text} and {new.text}: no difference in {search.calls_tried} calls"
+        if search.unfinished:
+            line += f" (the budget ran out during {', '.join(search.unfinished)})"
+        print(line)
+    else:
+        print("\n".join(format_difference(found)))
+    if args.json:
+        _write_json(args.json, old.text, new.text, time.monotonic() - started, found)
+    return 0 if found is None or found.classification == "fix" else 1
+
+
+def format_difference(found: Difference) -> list[str]:
+    cex = Counterexample("", found.engine, "conformance", *found.call, "")
+    noun = "job" if cex.size == 1 else "jobs"
+    lines = [f"DIFF {found.classification}  engine={found.engine}  (shrunk: {cex.size} {noun})", cex.input_repr()]
+    for name, side in (("old", found.old), ("new", found.new)):
+        verdict = "conforms" if not side.broken else "breaks " + ", ".join(side.broken)
+        lines.append(f"{name}: {side.describe()}; {verdict}")
+    if spec.is_valid(*found.call) and all(_readable(found.call, s.outcome) for s in (found.old, found.new)):
+        old_result, new_result = found.old.outcome.result, found.new.outcome.result
+        parted = first_difference(old_result, new_result)
+        if parted is not None:
+            lines.append(f"first difference: {parted.message.replace('expected', 'old').replace('got', 'new')}")
+        lines += render(old_result["trace"], new_result["trace"], parted and parted.tick, titles=("old", "new"))
+    return lines
+
+
+def _readable(call, outcome) -> bool:
+    if outcome.kind != "returned":
+        return False
+    try:
+        return isinstance(observe(spec.validate(*call), call[1], call[2], outcome.result), Observation)
+    except Exception:  # a hostile result: draw no picture
+        return False
+
+
+def _write_json(path: str, old: str, new: str, seconds: float, found: Difference | None) -> None:
+    differences = []
+    if found is not None:
+        cex = Counterexample("", found.engine, "conformance", *found.call, "").to_json()
+        differences.append({
+            "classification": found.classification,
+            "engine": found.engine,
+            "input": cex["input"],
+            "input_repr": cex["input_repr"],
+            "old": {"behaviour": found.old.describe(), "broken": found.old.broken},
+            "new": {"behaviour": found.new.describe(), "broken": found.new.broken},
+        })
+    report = {
+        "verdict": "no difference" if found is None else found.classification,
+        "old": old,
+        "new": new,
+        "seconds": round(seconds, 3),
+        "differences": differences,
+    }
+    with open(path, "w") as handle:
+        json.dump(report, handle, indent=2)
+        handle.write("\n")

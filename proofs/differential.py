@@ -1,0 +1,154 @@
+"""Differential search: the smallest input on which two schedulers behave differently.
+
+What it establishes: for the calls it tried, OLD and NEW behaved alike, or here is
+the smallest call on which they part, with each side judged against the spec:
+
+- ``regression``: NEW breaks an invariant that OLD kept;
+- ``fix``: OLD broke an invariant that NEW keeps, and NEW breaks none that OLD kept;
+- ``both conform``: they differ, yet both meet the spec (extra result keys, say);
+- ``both broken``: they differ, and both break the same invariants.
+
+Behaviour is compared as a caller sees it: the returned value, or the kind of
+exception (two ValueErrors with different messages behave alike), a hang or a death.
+Both targets run isolated (proofs.isolation).  It is a search, not a proof of
+equivalence: the calls it tries are those of the verify engine (bad inputs
+systematically, then valid calls across the domain, then corrupted ones).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import NamedTuple
+
+from hypothesis import HealthCheck, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+
+import spec
+from proofs.isolation import Outcome, TargetProcess
+from proofs.judge import judge_invalid_call, judge_valid_call
+from proofs.minimize import minimize_invalid_call, minimize_valid_call
+from proofs.strategies import bad_calls, corrupted_calls, valid_calls
+
+SHRINK_CALL_SECONDS = 0.25
+
+
+class Side(NamedTuple):
+    outcome: Outcome
+    broken: list  # invariant names, registry order
+
+    def describe(self) -> str:
+        if self.outcome.kind == "returned":
+            return "returned a result"
+        if self.outcome.kind == "raised":
+            return f"raised {self.outcome.error}"
+        return self.outcome.error
+
+
+class Difference(NamedTuple):
+    call: tuple
+    classification: str
+    old: Side
+    new: Side
+    engine: str = "hypothesis"
+
+
+def behaviour(outcome: Outcome) -> tuple:
+    """What a caller can observe of one call."""
+    if outcome.kind == "returned":
+        return ("returned", outcome.result)
+    if outcome.kind == "raised":
+        return ("raised", outcome.error_type)
+    return (outcome.kind,)
+
+
+def classify(old_broken: list, new_broken: list) -> str:
+    if set(new_broken) - set(old_broken):
+        return "regression"
+    if old_broken and set(old_broken) - set(new_broken):
+        return "fix"
+    return "both conform" if not old_broken else "both broken"
+
+
+class DifferentialSearch:
+    def __init__(self, old: TargetProcess, new: TargetProcess, deadline: float, seed: int | None = None,
+                 examples: int = 500) -> None:
+        self.old, self.new = old, new
+        self.deadline = deadline
+        self.seed = seed
+        self.examples = examples
+        self.calls_tried = 0
+        self.unfinished: list[str] = []
+
+    def _sides(self, call, seconds: float | None = None) -> tuple[Side, Side]:
+        self.calls_tried += 1
+        valid = spec.is_valid(*call)
+        sides = []
+        for process in (self.old, self.new):
+            outcome = process.call(*copy.deepcopy(call), seconds=seconds)
+            if valid:
+                broken = judge_valid_call(outcome, *call)
+            else:
+                broken = judge_invalid_call(outcome, "an invalid input")
+            sides.append(Side(outcome, list(dict.fromkeys(f.invariant for f in broken))))
+        return sides[0], sides[1]
+
+    def _differs(self, call, seconds: float | None = None) -> bool:
+        old, new = self._sides(call, seconds)
+        return behaviour(old.outcome) != behaviour(new.outcome)
+
+    def _difference(self, call) -> Difference:
+        old, new = self._sides(call)
+        return Difference(call, classify(old.broken, new.broken), old, new)
+
+    def run(self) -> Difference | None:
+        """The first (minimised) difference, or None."""
+        for rule, call in bad_calls():
+            if time.monotonic() >= self.deadline:
+                self.unfinished.append("validation")
+                return None
+            if self._differs(call):
+                small = minimize_invalid_call(call, self._differs, self._shrink_seconds())
+                return self._difference(small)
+        for strategy, name in ((valid_calls(), "valid calls"), (corrupted_calls(), "corrupted calls")):
+            found = self._search(strategy, name)
+            if found is not None:
+                return found
+        return None
+
+    def _shrink_seconds(self) -> float:
+        return max(2.0, min(10.0, self.deadline + 5.0 - time.monotonic()))
+
+    def _search(self, strategy, name: str) -> Difference | None:
+        state = {"call": None}
+
+        class Stop(BaseException):
+            pass
+
+        def test(call):
+            if time.monotonic() >= self.deadline:
+                self.unfinished.append(name)
+                raise Stop
+            if self._differs(call):
+                state["call"] = copy.deepcopy(call)
+                raise Stop  # the deterministic minimiser below shrinks it
+
+        runner = settings(
+            max_examples=self.examples, deadline=None, database=None,
+            suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
+        )(given(strategy)(test))
+        if self.seed is not None:
+            runner = hypothesis_seed(self.seed)(runner)
+        try:
+            runner()
+        except Stop:
+            pass
+        if state["call"] is None:
+            return None
+        call = state["call"]
+        fast = lambda c: self._differs(c, SHRINK_CALL_SECONDS)  # noqa: E731
+        if spec.is_valid(*call):
+            small = minimize_valid_call(call, fast, self._shrink_seconds())
+        else:
+            small = minimize_invalid_call(call, lambda c: not spec.is_valid(*c) and fast(c), self._shrink_seconds())
+        return self._difference(small)
