@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from proofs import diff_command, verify_command
+from proofs import diff_command, prove_command, verify_command
 
 EXIT_CODES = """exit codes:
   0  nothing found / everything proved
@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_demo)
     verify_command.add_parsers(commands)
     diff_command.add_parsers(commands)
+    prove_command.register(commands)
     return parser
 
 

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from proofs.strategies import IntSubclass, JobDict, JobList
 
-CHECKS = ("conformance", "validation", "deterministic", "stateful")
+CHECKS = ("conformance", "validation", "deterministic", "stateful", "step")
 
 
 class Counterexample(NamedTuple):
@@ -32,6 +32,7 @@ class Counterexample(NamedTuple):
     continuous: Any
     message: str
     rule: str = ""  # for a validation counterexample: which rule the input breaks
+    pre_state: dict | None = None  # for a one-step counterexample (check "step"): the state before the step
 
     @property
     def call(self) -> tuple:
@@ -42,6 +43,8 @@ class Counterexample(NamedTuple):
         return len(self.jobs) if isinstance(self.jobs, (list, tuple)) else 0
 
     def input_repr(self) -> str:
+        if self.check == "step":
+            return f"impl_step(Scheduler, state_from_dict({python_literal(self.pre_state)}))"
         return (
             f"schedule({python_literal(self.jobs)}, slots={python_literal(self.slots)}, "
             f"continuous={python_literal(self.continuous)})"
@@ -49,11 +52,12 @@ class Counterexample(NamedTuple):
 
     def to_json(self) -> dict:
         value = {"jobs": self.jobs, "slots": self.slots, "continuous": self.continuous}
-        return {
+        extra = {"pre_state": self.pre_state} if self.check == "step" else {}
+        return extra | {
             "property": self.property,
             "engine": self.engine,
             "check": self.check,
-            "input": value if is_json(value) else None,
+            "input": value if self.check != "step" and is_json(value) else None,
             "input_repr": self.input_repr(),
             "message": self.message,
             "rule": self.rule,
@@ -61,14 +65,16 @@ class Counterexample(NamedTuple):
 
     @classmethod
     def from_json(cls, data: dict) -> "Counterexample":
-        if data.get("input") is not None:
+        if data.get("check") == "step":
+            jobs, slots, continuous = [], 1, True
+        elif data.get("input") is not None:
             call = data["input"]
             jobs, slots, continuous = call["jobs"], call["slots"], call["continuous"]
         else:
             jobs, slots, continuous = parse_input_repr(data["input_repr"])
         return cls(
             data["property"], data["engine"], data.get("check", "conformance"),
-            jobs, slots, continuous, data.get("message", ""), data.get("rule", ""),
+            jobs, slots, continuous, data.get("message", ""), data.get("rule", ""), data.get("pre_state"),
         )
 
 

@@ -91,8 +91,10 @@ class Search:
         saved_dir: str | None = None,
         progress: Callable[[str, int], None] | None = None,
         examples: dict | None = None,
+        backend: str = "hypothesis",
     ) -> None:
         self.process = process
+        self.backend = backend
         self.deadline = deadline
         self.seed = seed
         self.find_all = find_all
@@ -339,6 +341,7 @@ class Search:
                 report_multiple_bugs=False,
                 verbosity=Verbosity.quiet,
                 print_blob=False,
+                backend=self.backend,
             )(given(strategy)(test))
             runner.hypothesis.inner_test._hypothesis_internal_add_digest = (
                 f"schedcheck:{self.process.target.text}:{check}:{sorted(ignore)}".encode()

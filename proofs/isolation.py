@@ -196,3 +196,45 @@ def _exit_status(code: int | None) -> str:
     return f"exit code {code}"
 
 
+
+
+class InProcessTarget:
+    """The target called in the harness's own process, for the hypothesis-crosshair
+    backend, whose symbolic values must reach the target's code unrealised (a pipe
+    would turn them into concrete values).  Nothing is contained here: a hang or a
+    crash of the target is one of the harness; use it only on trusted code."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.calls = 0
+        self.call_seconds = None
+        self.signature_problem: str | None = None
+        self._function = None
+
+    def start(self) -> None:
+        self._function = load_callable(self.target)
+        self.signature_problem = signature_problem(self._function)
+
+    def call(self, jobs, slots, continuous, seconds: float | None = None) -> Outcome:
+        if self._function is None:
+            self.start()
+        self.calls += 1
+        request = (jobs, slots, continuous)
+        before = repr(request)
+        try:
+            result = self._function(jobs, slots, continuous)
+        except (KeyboardInterrupt, SystemExit) as error:
+            return Outcome("raised", error=f"{type(error).__name__}: {error}", error_type=type(error).__name__)
+        except Exception as error:  # the target's failure is a finding, not ours
+            return Outcome("raised", error=f"{type(error).__name__}: {_describe(error)}",
+                           error_type=type(error).__name__, mutated=repr(request) != before)
+        return Outcome("returned", result=result, mutated=repr(request) != before)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "InProcessTarget":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        pass

@@ -49,4 +49,4 @@ def summary_line(verdict: str, target: str, found: int, examples: int) -> str:
     if verdict == "fail":
         noun = "counterexample" if found == 1 else "counterexamples"
         return f"FAIL {target}: {found} {noun}"
-    return f"ERROR {target}"
+    return f"ERROR {target}: nothing broken, but not everything could be checked"

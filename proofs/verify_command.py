@@ -9,7 +9,8 @@ import sys
 import time
 
 from proofs.counterexample import Counterexample, load, save
-from proofs.isolation import TargetProcess
+from proofs.isolation import InProcessTarget, TargetProcess
+from proofs.crosshair_bridge import ledger
 from proofs.report import format_counterexample, summary_line
 from proofs.targets import DEFAULT_TARGET, TargetError, parse_target
 
@@ -55,6 +56,11 @@ def add_parsers(commands) -> None:
     verify.add_argument("--seed", type=int, default=None, help="make the search repeatable")
     verify.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     verify.add_argument("--all", action="store_true", help="go on after the first counterexample")
+    verify.add_argument(
+        "--backend", choices=("hypothesis", "crosshair"), default="hypothesis",
+        help="Hypothesis backend; 'crosshair' (hypothesis-crosshair) explores paths symbolically and "
+        "calls the target in this process, so a hang or crash of it is not contained",
+    )
     verify.add_argument("--call-timeout", type=float, default=1.0, metavar="SECONDS", help="wall-clock limit per call")
     verify.add_argument("--save-dir", default=SAVED_DIR, help="where counterexamples are saved (default %(default)s)")
     verify.add_argument(
@@ -88,10 +94,13 @@ def run_verify(args: argparse.Namespace) -> int:
     except TargetError as error:
         return _fail_usage(str(error))
     deadline = started + args.budget
-    progress = Progress(deadline)
-    found, calls, unfinished = [], 0, []
+    # --engine all: Hypothesis has the first half of the budget, CrossHair the rest
+    hypothesis_deadline = started + args.budget / 2 if args.engine == "all" else deadline
+    progress = Progress(hypothesis_deadline)
+    found, calls, unfinished, contracts = [], 0, [], []
     try:
-        with TargetProcess(target, call_seconds=args.call_timeout) as process:
+        isolated = args.backend == "hypothesis"
+        with (TargetProcess(target, call_seconds=args.call_timeout) if isolated else InProcessTarget(target)) as process:
             process.start()
             if process.signature_problem:
                 cex = Counterexample("signature", "harness", "conformance", [], 1, True, process.signature_problem)
@@ -101,49 +110,57 @@ def run_verify(args: argparse.Namespace) -> int:
                     from proofs.hypothesis_engine import Search, examples_for
 
                     search = Search(
-                        process, deadline, seed=args.seed, find_all=args.all,
+                        process, hypothesis_deadline, seed=args.seed, find_all=args.all,
                         database_dir=None if args.db == "none" else args.db,
                         saved_dir=args.save_dir, progress=progress, examples=examples_for(args.examples),
+                        backend=args.backend,
                     )
                     found += [(f.counterexample, f.actual) for f in search.run(stateful=target.is_default)]
                     calls, unfinished = search.calls_tried, search.unfinished
                 if args.engine in ("crosshair", "all") and (args.all or not found):
-                    found += _crosshair(target, deadline)
+                    from proofs.crosshair_bridge import run_contracts, to_counterexamples
+                    from proofs.hypothesis_engine import Search
+
+                    contracts = run_contracts(target, max(1.0, deadline - time.monotonic()))
+                    judge = Search(process, time.monotonic() + 30, database_dir=None)
+                    found += to_counterexamples(contracts, judge)
     except TargetError as error:
         progress.clear()
         return _fail_usage(str(error))
     progress.clear()
 
-    verdict = "fail" if found else "pass"
+    unknown = [c for c in contracts if c["outcome"] == "unknown"]
+    verdict = "fail" if found else "error" if unknown else "pass"
     for cex, actual in found:
         save(cex, target.text, args.save_dir)  # saved before it is reported
+    if contracts:
+        print("\n".join(ledger(contracts)))
+        print()
     for cex, actual in found:
         print("\n".join(format_counterexample(cex, actual)))
         print()
     line = summary_line(verdict, target.text, len(found), calls)
+    if unknown and not found:
+        line += f": CrossHair could not check {len(unknown)} contracts (unknown is not a pass)"
     if unfinished and verdict == "pass":
         line += f" (the budget ran out before {', '.join(sorted(set(unfinished)))} finished)"
     print(line)
     if args.json:
-        _write_json(args.json, verdict, target.text, time.monotonic() - started, [cex for cex, _ in found])
-    return 1 if found else 0
+        _write_json(args.json, verdict, target.text, time.monotonic() - started, [cex for cex, _ in found], contracts)
+    return 1 if found else 2 if unknown else 0
 
 
-def _crosshair(target, deadline: float) -> list:
-    try:
-        from proofs.crosshair_engine import run_crosshair  # noqa: F401
-    except ImportError:
-        raise TargetError("the crosshair engine is not available in this build") from None
-    return []
-
-
-def _write_json(path: str, verdict: str, target: str, seconds: float, counterexamples) -> None:
+def _write_json(path: str, verdict: str, target: str, seconds: float, counterexamples, contracts=()) -> None:
     report = {
         "verdict": verdict,
         "target": target,
         "seconds": round(seconds, 3),
         "counterexamples": [cex.to_json() for cex in counterexamples],
     }
+    if contracts:
+        report["contracts"] = [
+            {key: c[key] for key in ("name", "subject", "outcome", "seconds", "message")} for c in contracts
+        ]
     with open(path, "w") as handle:
         json.dump(report, handle, indent=2)
         handle.write("\n")

@@ -1,0 +1,309 @@
+"""``schedcheck gate``: the one command a CI job runs.
+
+What it establishes: what its steps establish, no more.  It runs, in this order,
+``verify`` with every engine this build has (``--all``, so every broken invariant is
+reported, not only the first), ``diff --base GITREV`` when ``--base`` is given, and
+``prove`` when that subcommand is registered, each in-process through
+``proofs.cli.main`` with an argument list, each writing its ``--json`` report into
+``--out``.  From each report it writes the step's JUnit XML and SARIF 2.1.0
+(``proofs.ci_reports``), then prints one summary table and exits with one code.
+
+Bounds: ``--budget`` is handed to each step (verify's and diff's whole-run bound,
+prove's per-claim bound), so the gate takes at most about three budgets plus the
+overrun each step documents.  A step that cannot run (exit 2, an exception) is an
+error, never a pass; a step this build does not have is skipped, and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import shlex
+import sys
+import time
+from typing import NamedTuple
+
+from proofs import ci_reports
+from proofs.targets import DEFAULT_TARGET, TargetError, parse_target
+
+DEFAULT_OUT = "schedcheck-reports"
+STEPS = ("verify", "diff", "prove")
+ENGINE_PACKAGES = {"hypothesis": "hypothesis", "crosshair": "crosshair"}  # engine -> package it needs
+
+EPILOG = """steps, in order:
+  verify  every engine this build has, --all (every broken invariant is reported)
+  diff    only with --base: our impl in the working tree against impl at GITREV
+          (--base needs the default target; for your own scheduler run
+          `schedcheck diff OLD.py:schedule NEW.py:schedule` instead)
+  prove   the Z3 claims about the spec, when `schedcheck prove` is in this build
+          (skipped otherwise, with a line in the summary)
+
+reports, in --out: STEP.json, STEP.junit.xml, STEP.sarif and STEP.log for each step
+that ran, and gate.json with the summary.
+
+exit codes:
+  0  every step passed (skipped steps do not count)
+  1  a step found a counterexample, a regression, or a refuted claim
+  2  usage error, or a step could not run or ended unknown (and none found a failure)"""
+
+
+class Step(NamedTuple):
+    """One row of the summary."""
+
+    name: str
+    verdict: str  # pass, fail, error, unknown or skipped
+    exit_code: int | None
+    detail: str
+    reports: tuple[str, ...]
+    seconds: float
+
+
+def add_parsers(commands) -> None:
+    gate = commands.add_parser(
+        "gate",
+        help="the one command a CI job runs: verify, diff against a base revision, prove",
+        description="Run verify (every engine), diff --base GITREV (when given) and prove (when available) "
+        "on TARGET; write every report (JSON, JUnit XML, SARIF) to one folder; print one summary; exit with one code.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    gate.add_argument(
+        "target", nargs="?", default=DEFAULT_TARGET,
+        help="path/to/file.py:function or package.module:function (default: %(default)s)",
+    )
+    gate.add_argument("--base", metavar="GITREV",
+                      help="also diff our impl against impl at GITREV (default target only), e.g. origin/main")
+    gate.add_argument("--budget", type=float, default=60.0, metavar="S",
+                      help="seconds for each step: verify's and diff's whole run, prove's per claim (default 60)")
+    gate.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help="where every report goes (default %(default)s/)")
+    gate.add_argument("--seed", type=int, default=None, help="make verify and diff repeatable")
+    gate.add_argument("--examples", type=int, default=None, metavar="N", help="verify's and diff's --examples (default theirs)")
+    gate.add_argument("--db", default=None, metavar="DIR", help="verify's Hypothesis database (default verify's; 'none' for none)")
+    gate.add_argument("--save-dir", default=None, metavar="DIR",
+                      help="where verify saves counterexamples (default DIR/counterexamples under --out)")
+    gate.add_argument("--skip", action="append", choices=STEPS, default=[], metavar="STEP",
+                      help="leave a step out (repeatable): verify, diff or prove")
+    gate.add_argument("--no-seconds", action="store_true", help="leave the seconds column out of the summary")
+    gate.set_defaults(handler=run_gate)
+
+
+def _fail_usage(message: str) -> int:
+    print(f"schedcheck: error: {message}", file=sys.stderr)
+    return 2
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    """The subcommands of this build's ``schedcheck`` parser, by name."""
+    from proofs.cli import build_parser
+
+    for action in build_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def available_engines(verify_parser: argparse.ArgumentParser) -> tuple[list[str], list[str]]:
+    """(engines this build can run, engines it lists but cannot run) from verify's ``--engine`` choices."""
+    import importlib.util
+
+    choices = []
+    for action in verify_parser._actions:
+        if "--engine" in action.option_strings:
+            choices = [c for c in action.choices or () if c != "all"]
+    have, missing = [], []
+    for engine in choices:
+        package = ENGINE_PACKAGES.get(engine, engine)
+        try:
+            found = importlib.util.find_spec(package) is not None
+        except (ImportError, ValueError):
+            found = False
+        (have if found else missing).append(engine)
+    return have, missing
+
+
+def _engine_argument(verify_parser) -> tuple[list[str], str]:
+    have, missing = available_engines(verify_parser)
+    choices = [c for a in verify_parser._actions if "--engine" in a.option_strings for c in (a.choices or ())]
+    detail = "engines=" + "+".join(have)
+    if missing:
+        detail += f" ({', '.join(missing)} not installed)"
+    if not choices:
+        return [], "engines=default"
+    if len(have) > 1 and "all" in choices and not missing:
+        return ["--engine", "all"], detail
+    if have:
+        return ["--engine", have[0]], detail  # the first listed: the one verify runs by default
+    return [], detail
+
+
+def run_gate(args: argparse.Namespace) -> int:
+    if args.budget <= 0:
+        return _fail_usage(f"--budget={args.budget!r}: expected seconds > 0")
+    if args.examples is not None and args.examples < 1:
+        return _fail_usage(f"--examples={args.examples!r}: expected an int >= 1")
+    try:
+        target = parse_target(args.target)
+    except TargetError as error:
+        return _fail_usage(str(error))
+    if args.base is not None and not target.is_default:
+        return _fail_usage(
+            f"--base {args.base!r} compares our impl (the default target {DEFAULT_TARGET}) with impl at GITREV; "
+            f"it cannot diff {args.target!r}: run `schedcheck diff OLD NEW` for that"
+        )
+    out = args.out
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as error:
+        return _fail_usage(f"--out {out!r}: {error.strerror or error}")
+    save_dir = args.save_dir or os.path.join(out, "counterexamples")
+    _clear_reports(out)
+    commands = subcommands()
+
+    steps: list[Step] = []
+    if "verify" in args.skip:
+        steps.append(Step("verify", "skipped", None, "--skip verify", (), 0.0))
+    else:
+        engine, detail = _engine_argument(commands["verify"])
+        argv = ["verify", args.target, *engine, "--all", "--budget", f"{args.budget:g}", "--save-dir", save_dir]
+        argv += _common(args) + (["--db", args.db] if args.db else [])
+        steps.append(_run_step("verify", argv, out, args.target, save_dir, detail))
+    if "diff" in args.skip:
+        steps.append(Step("diff", "skipped", None, "--skip diff", (), 0.0))
+    elif args.base is None:
+        steps.append(Step("diff", "skipped", None, "no --base given", (), 0.0))
+    else:
+        argv = ["diff", "--base", args.base, "--budget", f"{args.budget:g}", *_common(args)]
+        steps.append(_run_step("diff", argv, out, args.target, save_dir, f"impl at {args.base} -> working tree"))
+    if "prove" in args.skip:
+        steps.append(Step("prove", "skipped", None, "--skip prove", (), 0.0))
+    elif "prove" not in commands:
+        steps.append(Step("prove", "skipped", None, "`schedcheck prove` is not in this build", (), 0.0))
+    else:
+        argv = ["prove", "--budget", f"{args.budget:g}"]
+        steps.append(_run_step("prove", argv, out, "spec", save_dir, "Z3 claims about the spec"))
+
+    code = combined_exit_code([s.exit_code for s in steps])
+    table = summary(steps, seconds=not args.no_seconds)
+    print("\n".join(table))
+    verdict = {0: "pass", 1: "fail"}.get(code, "error")
+    print(f"gate: {verdict} (exit {code}); reports in {out}")
+    _write_summary(out, args.target, args.base, verdict, code, steps)
+    return code
+
+
+def _common(args) -> list[str]:
+    extra = []
+    if args.seed is not None:
+        extra += ["--seed", str(args.seed)]
+    if args.examples is not None:
+        extra += ["--examples", str(args.examples)]
+    return extra
+
+
+def _clear_reports(out: str) -> None:
+    """Remove the reports an earlier gate wrote here, so that none is mistaken for this run's."""
+    for step in STEPS:
+        for suffix in (".json", ".junit.xml", ".sarif", ".log"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(out, step + suffix))
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(out, "gate.json"))
+
+
+def call_cli(argv: list[str]) -> tuple[int, str]:
+    """Run ``proofs.cli.main(argv)`` in this process; return its exit code and everything it printed."""
+    from proofs.cli import main
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+        try:
+            code = main(argv)
+        except SystemExit as stop:  # argparse rejected the arguments
+            code = stop.code if isinstance(stop.code, int) else 2
+        except Exception as error:  # a step's failure must not take the other steps down
+            print(f"schedcheck gate: {argv[0]} raised {type(error).__name__}: {error}")
+            code = 2
+    return (code if code is not None else 0), buffer.getvalue()
+
+
+def _run_step(name: str, argv: list[str], out: str, target: str, save_dir: str, detail: str) -> Step:
+    json_path = os.path.join(out, f"{name}.json")
+    junit_path = os.path.join(out, f"{name}.junit.xml")
+    sarif_path = os.path.join(out, f"{name}.sarif")
+    log_path = os.path.join(out, f"{name}.log")
+    argv = [*argv, "--json", json_path]
+    started = time.monotonic()
+    code, printed = call_cli(argv)
+    seconds = time.monotonic() - started
+    command = "schedcheck " + " ".join(shlex.quote(a) for a in argv)
+    with open(log_path, "w", encoding="utf-8") as handle:
+        handle.write(f"$ {command}\n{printed}")
+    print(f"== {name}: {command}")
+    print(printed.rstrip("\n") if printed.strip() else "(no output)")
+    print()
+
+    report = None
+    if os.path.isfile(json_path):
+        try:
+            with open(json_path, encoding="utf-8") as handle:
+                report = json.load(handle)
+        except (OSError, ValueError):
+            report = None
+    if report is not None:
+        ci_reports.write_reports(name, report, target, junit_path, sarif_path, save_dir=save_dir)
+    else:
+        message = printed.strip() or f"schedcheck {name} exited {code} without a report"
+        if code in (0, 1):  # it claimed a verdict but left no report: that is an error too
+            message = f"schedcheck {name} exited {code} but wrote no --json report\n{message}"
+            code = 2
+        with open(junit_path, "w", encoding="utf-8") as handle:
+            handle.write(ci_reports.error_junit(name, target, message))
+        with open(sarif_path, "w", encoding="utf-8") as handle:
+            handle.write(ci_reports.sarif_text(ci_reports.error_sarif(name, target, message)))
+    verdict = {0: "pass", 1: "fail"}.get(code, "error")
+    if code == 2 and name == "prove" and report is not None:
+        verdict = "unknown"
+    reports = tuple(p for p in (json_path, junit_path, sarif_path, log_path) if os.path.isfile(p))
+    return Step(name, verdict, code, detail, reports, seconds)
+
+
+def combined_exit_code(codes: list[int | None]) -> int:
+    """1 if any step failed; else 2 if any could not run or ended unknown; else 0 (skipped steps are None)."""
+    ran = [c for c in codes if c is not None]
+    if any(c == 1 for c in ran):
+        return 1
+    if any(c != 0 for c in ran):
+        return 2
+    return 0
+
+
+def summary(steps: list[Step], seconds: bool = True) -> list[str]:
+    """The summary table: one row per step in the fixed order verify, diff, prove; seconds last."""
+    header = ["step", "verdict", "exit", "detail"] + (["seconds"] if seconds else [])
+    rows = [
+        [s.name, s.verdict, "-" if s.exit_code is None else str(s.exit_code), s.detail]
+        + ([f"{s.seconds:.1f}"] if seconds else [])
+        for s in steps
+    ]
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *rows]]
+
+
+def _write_summary(out: str, target: str, base: str | None, verdict: str, code: int, steps: list[Step]) -> None:
+    data = {
+        "verdict": verdict,
+        "exit_code": code,
+        "target": target,
+        "base": base,
+        "steps": [
+            {"step": s.name, "verdict": s.verdict, "exit_code": s.exit_code, "detail": s.detail,
+             "reports": [os.path.basename(p) for p in s.reports], "seconds": round(s.seconds, 3)}
+            for s in steps
+        ],
+    }
+    with open(os.path.join(out, "gate.json"), "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2)
+        handle.write("\n")

@@ -1,0 +1,224 @@
+"""Settings profiles and the example database of a verify run.
+
+What it provides: three profiles, ``dev`` (the default: random, 500 valid calls),
+``ci`` (seeded, bounded, no wall-clock health checks) and ``nightly`` (long: many
+more examples), which ``register_profiles()`` registers with Hypothesis as
+``schedcheck-dev``, ``schedcheck-ci`` and ``schedcheck-nightly`` for the test suite; and ``open_database(spec)``, the
+example database a run reads and writes: a directory (default
+``.hypothesis/examples``), ``none``, or ``redis://HOST:PORT[/DB]``, a Redis database
+shared between machines that is always paired with the local directory.
+
+What it assumes: the shared database is Hypothesis's RedisExampleDatabase (the
+``redis`` package), reached over a trusted network.  A Redis server that is
+unreachable at the start, or goes away during the run, costs the run nothing but
+the sharing: one line on stderr, then the local database alone.
+
+Bounds: the ``ci`` profile is derandomised by a fixed seed, not by Hypothesis's
+``derandomize=True``, because that setting switches the example database off, and
+a CI runner must replay what another runner found.  No work at import time.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable, Iterable, NamedTuple
+from urllib.parse import urlsplit
+
+from hypothesis import HealthCheck, settings
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+
+DEFAULT_DATABASE = os.path.join(".hypothesis", "examples")
+REDIS_CONNECT_SECONDS = 2.0  # a shared database that answers slower than this is unreachable
+REDIS_CALL_SECONDS = 5.0
+
+
+class Profile(NamedTuple):
+    """What a profile sets for a verify run."""
+
+    name: str
+    examples: int  # valid calls of the conformance search; the other checks scale with it
+    seed: int | None  # None: a fresh random seed every run
+    budget: float  # suggested --budget in seconds
+    hypothesis: dict  # settings for Hypothesis's own @given tests (the test suite)
+
+
+PROFILES = {
+    "dev": Profile(
+        "dev", examples=500, seed=None, budget=60.0,
+        hypothesis={"max_examples": 100, "deadline": None},
+    ),
+    "ci": Profile(
+        "ci", examples=200, seed=0, budget=120.0,
+        hypothesis={
+            "max_examples": 100, "deadline": None, "derandomize": True, "database": None,
+            "print_blob": True, "suppress_health_check": [HealthCheck.too_slow],
+        },
+    ),
+    "nightly": Profile(
+        "nightly", examples=20_000, seed=None, budget=3600.0,
+        hypothesis={"max_examples": 5_000, "deadline": None, "suppress_health_check": [HealthCheck.too_slow]},
+    ),
+}
+DEFAULT_PROFILE = "dev"
+
+
+def register_profiles() -> None:
+    """Register ``schedcheck-dev``, ``schedcheck-ci`` and ``schedcheck-nightly`` with Hypothesis
+    (``pytest --hypothesis-profile=schedcheck-ci``)."""
+    for profile in PROFILES.values():
+        settings.register_profile(f"schedcheck-{profile.name}", **profile.hypothesis)
+
+
+def get_profile(name: str | None) -> Profile:
+    """The profile called ``name`` (None: the default, ``dev``)."""
+    name = DEFAULT_PROFILE if name is None else name
+    if name not in PROFILES:
+        raise ValueError(f"profile={name!r}: expected one of {', '.join(PROFILES)}")
+    return PROFILES[name]
+
+
+def search_options(name: str | None, *, examples: int | None = None, seed: int | None = None) -> dict:
+    """Keyword arguments for ``Search`` under a profile: ``seed`` and ``examples`` (per check).
+
+    An explicit ``examples`` or ``seed`` (from the command line) wins over the profile's."""
+    from proofs.hypothesis_engine import examples_for
+
+    profile = get_profile(name)
+    return {
+        "seed": profile.seed if seed is None else seed,
+        "examples": examples_for(profile.examples if examples is None else examples),
+    }
+
+
+# -- the example database ------------------------------------------------------------------
+
+
+def _warn_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def open_database(
+    spec: str | None, *, local: str = DEFAULT_DATABASE, warn: Callable[[str], None] = _warn_stderr
+) -> ExampleDatabase | None:
+    """The example database named by ``spec``: a directory, ``none``, or ``redis://HOST:PORT[/DB]``.
+
+    A Redis database comes with the local directory ``local``: every example is written
+    to both, and read from both.  If the server cannot be reached now or later, ``warn``
+    gets one line and the run goes on with the local database alone."""
+    if spec is None:
+        return DirectoryBasedExampleDatabase(local)
+    if spec == "none":
+        return None
+    if spec.startswith("redis://"):
+        host, port, db = parse_redis_url(spec)
+        return SharedDatabase(DirectoryBasedExampleDatabase(local), host, port, db, warn=warn)
+    if "://" in spec:
+        raise ValueError(f"db={spec!r}: expected a directory, 'none' or redis://HOST:PORT[/DB]")
+    return DirectoryBasedExampleDatabase(spec)
+
+
+def parse_redis_url(spec: str) -> tuple[str, int, int]:
+    """``redis://HOST:PORT[/DB]`` as (host, port, db)."""
+    parts = urlsplit(spec)
+    path = parts.path.strip("/")
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme != "redis" or not parts.hostname or port is None or (path and not path.isdigit()):
+        raise ValueError(f"db={spec!r}: expected redis://HOST:PORT or redis://HOST:PORT/DB")
+    return parts.hostname, port, int(path or 0)
+
+
+class SharedDatabase(ExampleDatabase):
+    """The local directory database, always, plus a shared Redis one while it answers.
+
+    Reads yield the local examples, then the shared ones not seen yet; writes go to the
+    local database first, then to the shared one.  The first connection error drops the
+    shared database for the rest of the run and says so in one line."""
+
+    def __init__(
+        self, local: ExampleDatabase, host: str, port: int, db: int = 0,
+        *, warn: Callable[[str], None] = _warn_stderr,
+    ) -> None:
+        super().__init__()
+        self.local = local
+        self.where = f"{host}:{port}"
+        self.warn = warn
+        self.shared = None
+        self._errors: tuple = (OSError,)
+        try:
+            import redis
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+            from hypothesis.extra.redis import RedisExampleDatabase
+        except ImportError as error:
+            raise ValueError(
+                f"db=redis://{self.where}: the redis package is not installed ({error}); pip install redis"
+            ) from None
+        self._errors = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+        client = redis.Redis(
+            host=host, port=port, db=db,
+            socket_connect_timeout=REDIS_CONNECT_SECONDS, socket_timeout=REDIS_CALL_SECONDS,
+            retry=Retry(NoBackoff(), 0),
+        )
+        self.shared = RedisExampleDatabase(client)
+        try:
+            client.ping()
+        except self._errors:
+            self._lose()
+
+    def __repr__(self) -> str:
+        return f"SharedDatabase({self.local!r}, redis://{self.where}, connected={self.shared is not None})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SharedDatabase) and (self.local, self.where) == (other.local, other.where)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def connected(self) -> bool:
+        return self.shared is not None
+
+    def _lose(self) -> None:
+        if self.shared is not None:
+            self.shared = None
+            self.warn(f"schedcheck: redis database at {self.where} unreachable; continuing with the local database only")
+
+    def _shared(self, operation: str, *args) -> None:
+        if self.shared is None:
+            return
+        try:
+            getattr(self.shared, operation)(*args)
+        except self._errors:
+            self._lose()
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        seen = set()
+        for value in self.local.fetch(key):
+            seen.add(value)
+            yield value
+        if self.shared is None:
+            return
+        try:
+            remote = list(self.shared.fetch(key))
+        except self._errors:
+            self._lose()
+            return
+        for value in remote:
+            if value not in seen:
+                seen.add(value)
+                yield value
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self.local.save(key, value)
+        self._shared("save", key, value)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        self.local.delete(key, value)
+        self._shared("delete", key, value)
+
+    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        self.local.move(src, dest, value)
+        self._shared("move", src, dest, value)
