@@ -46,7 +46,8 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sarif", metavar="PATH", help="also write the report as SARIF 2.1.0 (one result per counterexample)")
 
 
-def write_outputs(args: argparse.Namespace, kind: str, report: dict, target_text: str | None) -> list[str]:
+def write_outputs(args: argparse.Namespace, kind: str, report: dict, target_text: str | None,
+                  category: str | None = None) -> list[str]:
     """Write ``args.junit`` and ``args.sarif`` (when given) for ``report``; return the paths written.
 
     Called by a command after it has written ``--json``; ``report`` is the dict it wrote."""
@@ -56,16 +57,16 @@ def write_outputs(args: argparse.Namespace, kind: str, report: dict, target_text
         _write_text(args.junit, junit_xml(kind, report, target_text, save_dir=save_dir))
         written.append(args.junit)
     if getattr(args, "sarif", None):
-        _write_text(args.sarif, sarif_text(sarif_log(kind, report, target_text, save_dir=save_dir)))
+        _write_text(args.sarif, sarif_text(sarif_log(kind, report, target_text, save_dir=save_dir, category=category)))
         written.append(args.sarif)
     return written
 
 
 def write_reports(kind: str, report: dict, target_text: str | None, junit_path: str | None, sarif_path: str | None,
-                  save_dir: str = DEFAULT_SAVE_DIR) -> None:
+                  save_dir: str = DEFAULT_SAVE_DIR, category: str | None = None) -> None:
     """``write_outputs`` without an argparse namespace (for ``schedcheck gate``)."""
     args = argparse.Namespace(junit=junit_path, sarif=sarif_path, save_dir=save_dir)
-    write_outputs(args, kind, report, target_text)
+    write_outputs(args, kind, report, target_text, category)
 
 
 def _write_text(path: str, text: str) -> None:
@@ -97,7 +98,7 @@ def _registry() -> list[tuple[str, str, str, str]]:
     return rows + [(SIGNATURE, "call", SIGNATURE_CLAIM, SIGNATURE_CLAIM)]
 
 
-def _cex_text(cex: dict, target: str, save_dir: str) -> str:
+def counterexample_text(cex: dict, target: str, save_dir: str) -> str:
     """The counterexample report (as ``verify`` prints it, less the timeline) and its replay command."""
     lines = None
     try:
@@ -116,18 +117,29 @@ def _verify_cases(report: dict, target: str, save_dir: str) -> list[dict]:
     by_name: dict[str, list[dict]] = {}
     for cex in report.get("counterexamples", []):
         by_name.setdefault(cex.get("property", ""), []).append(cex)
+    unknown: dict[str, list[dict]] = {}
+    for contract in report.get("contracts", []):  # CrossHair's ledger: unknown is never a pass
+        if contract.get("outcome") == "unknown":
+            unknown.setdefault(contract.get("name", ""), []).append(contract)
     names = [row[0] for row in _registry()]
-    names += sorted(n for n in by_name if n not in names)  # never lose a finding
+    names += sorted(n for n in set(by_name) | set(unknown) if n not in names)  # never lose a finding
     blocked = SIGNATURE in by_name  # nothing else was checked
     cases = []
     for name in names:
         found = by_name.get(name, [])
-        if found:
+        if not found and unknown.get(name):
+            text = "\n".join(
+                f"crosshair  {name}  {c.get('subject')}: unknown: {c.get('message')}" for c in unknown[name]
+            )
+            cases.append({"name": name, "outcome": "error", "type": "unknown",
+                          "message": f"{name}: CrossHair could not check {len(unknown[name])} contract(s); unknown is never a pass",
+                          "text": text})
+        elif found:
             first = found[0]
             cases.append({
                 "name": name, "outcome": "failure", "type": "counterexample",
                 "message": f"{name} broken by {first.get('input_repr')}"[:500],
-                "text": "\n\n".join(_cex_text(c, target, save_dir) for c in found),
+                "text": "\n\n".join(counterexample_text(c, target, save_dir) for c in found),
             })
         elif blocked:
             cases.append({"name": name, "outcome": "skipped",
@@ -505,11 +517,13 @@ def _rules(extra: list[str]) -> list[dict]:
 
 
 def sarif_log(kind: str, report: dict, target_text: str | None = None, save_dir: str = DEFAULT_SAVE_DIR,
-              root: str | None = None) -> dict:
+              root: str | None = None, category: str | None = None) -> dict:
     """The report as a SARIF 2.1.0 log (a dict): one run, one result per finding.
 
     ``root`` is the directory that file URIs are made relative to (default: the working
-    directory, which is the repository's root in CI)."""
+    directory, which is the repository's root in CI).  ``category`` names the run for code
+    scanning (``runAutomationDetails.id``, default the kind): two logs uploaded together
+    need two categories."""
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r}: expected one of {KINDS}")
     found = _results(kind, report, target_text, save_dir, root)
@@ -528,21 +542,28 @@ def sarif_log(kind: str, report: dict, target_text: str | None = None, save_dir:
         if locations:
             result["locations"] = locations
         results.append(result)
-    return _sarif_run(kind, rules, results, _invocation(kind, report), report, target_text)
+    return _sarif_run(kind, rules, results, _invocation(kind, report), report, target_text, category)
 
 
-def error_sarif(kind: str, target_text: str | None, message: str) -> dict:
+def error_sarif(kind: str, target_text: str | None, message: str, category: str | None = None) -> dict:
     """A SARIF log for a command that could not run: no results, an unsuccessful invocation."""
     invocation = {
         "executionSuccessful": False,
         "exitCode": 2,
         "toolExecutionNotifications": [{"level": "error", "message": {"text": message or f"schedcheck {kind} could not run"}}],
     }
-    return _sarif_run(kind, _rules([]), [], invocation, {"verdict": "error"}, target_text)
+    return _sarif_run(kind, _rules([]), [], invocation, {"verdict": "error"}, target_text, category)
 
 
 def _invocation(kind: str, report: dict) -> dict:
     invocation: dict = {"executionSuccessful": True}
+    unknown_contracts = [c for c in report.get("contracts", []) if c.get("outcome") == "unknown"]
+    if kind == "verify" and unknown_contracts:
+        invocation["toolExecutionNotifications"] = [
+            {"level": "warning",
+             "message": {"text": f"crosshair {c.get('name')} on {c.get('subject')}: unknown (never a pass): {c.get('message')}"}}
+            for c in unknown_contracts
+        ]
     if kind == "prove":
         unknown = [row for row in report.get("results", []) if row.get("status") not in ("proved", "refuted")]
         if unknown:
@@ -553,7 +574,8 @@ def _invocation(kind: str, report: dict) -> dict:
     return invocation
 
 
-def _sarif_run(kind: str, rules: list, results: list, invocation: dict, report: dict, target_text: str | None) -> dict:
+def _sarif_run(kind: str, rules: list, results: list, invocation: dict, report: dict, target_text: str | None,
+               category: str | None = None) -> dict:
     version = _tool_version()
     properties = {"verdict": str(report.get("verdict"))}
     target = report.get("target") or (f"{report.get('old')} -> {report.get('new')}" if kind == "diff" else target_text)
@@ -564,7 +586,7 @@ def _sarif_run(kind: str, rules: list, results: list, invocation: dict, report: 
         "version": SARIF_VERSION,
         "runs": [{
             "tool": {"driver": {"name": "schedcheck", "version": version, "semanticVersion": version, "rules": rules}},
-            "automationDetails": {"id": f"schedcheck/{kind}/"},
+            "automationDetails": {"id": f"schedcheck/{category or kind}/"},
             "invocations": [invocation],
             "results": results,
             "columnKind": "unicodeCodePoints",

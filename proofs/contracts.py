@@ -57,7 +57,8 @@ from typing import Any, Callable, NamedTuple, Optional, Union
 from spec.domain import Job, fifo_key, is_valid
 from spec.invariants import STATE_INVARIANTS
 from spec.oracle import check
-from spec.state import Completion, Running, State, is_terminal, step
+from spec.state import Completion, Running, State, step
+from proofs.views import impl_step
 
 MAX_JOBS = 3
 SHAPE = "reachable_shape"  # the name under which the shape assumption is re-checked
@@ -170,47 +171,6 @@ def _post_holds(name: str, state: State) -> bool:
 
 
 _BY_NAME = {inv.name: inv for inv in STATE_INVARIANTS}
-
-
-# --- impl.Scheduler <-> spec.State ----------------------------------------------------
-
-
-def scheduler_from_state(scheduler_class: type, state: State):
-    """A Scheduler (impl's field layout) put in ``state``: construct it, then set its fields."""
-    from impl.scheduler import Active, Finished
-
-    engine = scheduler_class(state.slots, state.continuous)
-    engine.clock = state.clock
-    engine.busy = state.busy
-    engine.last_served = list(state.served)
-    engine._waiting = [(job.arrival, job.id, job.tokens) for job in state.waiting]  # FIFO-sorted is a heap
-    engine._active = [Active(r.job.id, r.job.arrival, r.job.tokens, r.start, r.remaining) for r in state.active]
-    engine._finished = [Finished(d.job.id, d.job.arrival, d.job.tokens, d.start, d.finish) for d in state.done]
-    engine._ids = {job.id for job in state.jobs}
-    return engine
-
-
-def state_from_view(view: tuple, before: State) -> State:
-    """The spec.State of ``Scheduler.view()``; the run's jobs, slots and policy come from ``before``."""
-    clock, waiting, active, finished, busy, served = view
-    return State(
-        jobs=before.jobs,
-        slots=before.slots,
-        continuous=before.continuous,
-        clock=clock,
-        waiting=tuple(Job(*row) for row in waiting),
-        active=tuple(Running(Job(a[0], a[1], a[2]), a[3], a[4]) for a in active),
-        done=tuple(Completion(Job(f[0], f[1], f[2]), f[3], f[4]) for f in finished),
-        busy=busy,
-        served=tuple(served),
-    )
-
-
-def impl_step(scheduler_class: type, state: State) -> State:
-    """One ``Scheduler.step()`` from ``state``, seen through ``view()`` as a spec.State."""
-    engine = scheduler_from_state(scheduler_class, state)
-    engine.step()
-    return state_from_view(engine.view(), state)
 
 
 # --- the step contracts ------------------------------------------------------------

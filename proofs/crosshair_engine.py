@@ -32,11 +32,9 @@ imported when ``run_crosshair`` is called.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import inspect
 import multiprocessing
 import os
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -65,28 +63,6 @@ class ContractResult:
     @property
     def found(self) -> bool:
         return self.outcome == COUNTEREXAMPLE
-
-
-def load_target(spec: str) -> Callable:
-    """Load ``path/to/file.py:function`` (function defaults to ``schedule``); raise ValueError if it cannot."""
-    path, _, name = spec.partition(":")
-    name = name or "schedule"
-    if not os.path.isfile(path):
-        raise ValueError(f"target={spec!r}: no such file {path!r}")
-    module_name = "schedcheck_target_" + os.path.splitext(os.path.basename(path))[0]
-    module_spec = importlib.util.spec_from_file_location(module_name, path)
-    if module_spec is None or module_spec.loader is None:
-        raise ValueError(f"target={spec!r}: cannot import {path!r}")
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[module_name] = module  # inspect.getsource needs the module registered
-    try:
-        module_spec.loader.exec_module(module)
-    except Exception as error:  # any import-time failure of the target is a load error
-        raise ValueError(f"target={spec!r}: importing it raised {error!r}") from error
-    fn = getattr(module, name, None)
-    if not callable(fn):
-        raise ValueError(f"target={spec!r}: {path!r} has no callable {name!r}")
-    return fn
 
 
 def run_crosshair(

@@ -1,15 +1,16 @@
 """``schedcheck gate``: the one command a CI job runs.
 
 What it establishes: what its steps establish, no more.  It runs, in this order,
-``verify`` with every engine this build has (``--all``, so every broken invariant is
-reported, not only the first), ``diff --base GITREV`` when ``--base`` is given, and
+``verify`` once per engine this build has (``verify-hypothesis``, ``verify-crosshair``:
+each with the whole budget and ``--all``, so every broken invariant is reported, not
+only the first), ``diff --base GITREV`` when ``--base`` is given, and
 ``prove`` when that subcommand is registered, each in-process through
 ``proofs.cli.main`` with an argument list, each writing its ``--json`` report into
 ``--out``.  From each report it writes the step's JUnit XML and SARIF 2.1.0
 (``proofs.ci_reports``), then prints one summary table and exits with one code.
 
 Bounds: ``--budget`` is handed to each step (verify's and diff's whole-run bound,
-prove's per-claim bound), so the gate takes at most about three budgets plus the
+prove's per-claim bound), so the gate takes about one budget per step plus the
 overrun each step documents.  A step that cannot run (exit 2, an exception) is an
 error, never a pass; a step this build does not have is skipped, and says so.
 """
@@ -21,6 +22,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shlex
 import sys
 import time
@@ -30,11 +32,13 @@ from proofs import ci_reports
 from proofs.targets import DEFAULT_TARGET, TargetError, parse_target
 
 DEFAULT_OUT = "schedcheck-reports"
-STEPS = ("verify", "diff", "prove")
+STEPS = ("verify", "diff", "prove")  # verify is one step per engine: verify-hypothesis, verify-crosshair, ...
+REPORT_FILE = re.compile(r"^(verify(-[A-Za-z0-9_]+)?|diff|prove|gate)\.(json|junit\.xml|sarif|log)$")
 ENGINE_PACKAGES = {"hypothesis": "hypothesis", "crosshair": "crosshair"}  # engine -> package it needs
 
 EPILOG = """steps, in order:
-  verify  every engine this build has, --all (every broken invariant is reported)
+  verify-ENGINE  one step per engine this build has (verify-hypothesis,
+          verify-crosshair), each with --all (every broken invariant is reported)
   diff    only with --base: our impl in the working tree against impl at GITREV
           (--base needs the default target; for your own scheduler run
           `schedcheck diff OLD.py:schedule NEW.py:schedule` instead)
@@ -84,8 +88,8 @@ def add_parsers(commands) -> None:
     gate.add_argument("--db", default=None, metavar="DIR", help="verify's Hypothesis database (default verify's; 'none' for none)")
     gate.add_argument("--save-dir", default=None, metavar="DIR",
                       help="where verify saves counterexamples (default DIR/counterexamples under --out)")
-    gate.add_argument("--skip", action="append", choices=STEPS, default=[], metavar="STEP",
-                      help="leave a step out (repeatable): verify, diff or prove")
+    gate.add_argument("--skip", action="append", default=[], metavar="STEP",
+                      help="leave a step out (repeatable): verify (every engine), verify-ENGINE, diff or prove")
     gate.add_argument("--no-seconds", action="store_true", help="leave the seconds column out of the summary")
     gate.set_defaults(handler=run_gate)
 
@@ -105,16 +109,20 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
     return {}
 
 
+def _engine_choices(verify_parser: argparse.ArgumentParser) -> list[str]:
+    """verify's ``--engine`` choices, in order, less ``all``."""
+    for action in verify_parser._actions:
+        if "--engine" in action.option_strings:
+            return [c for c in action.choices or () if c != "all"]
+    return ["hypothesis"]
+
+
 def available_engines(verify_parser: argparse.ArgumentParser) -> tuple[list[str], list[str]]:
     """(engines this build can run, engines it lists but cannot run) from verify's ``--engine`` choices."""
     import importlib.util
 
-    choices = []
-    for action in verify_parser._actions:
-        if "--engine" in action.option_strings:
-            choices = [c for c in action.choices or () if c != "all"]
     have, missing = [], []
-    for engine in choices:
+    for engine in _engine_choices(verify_parser):
         package = ENGINE_PACKAGES.get(engine, engine)
         try:
             found = importlib.util.find_spec(package) is not None
@@ -122,21 +130,6 @@ def available_engines(verify_parser: argparse.ArgumentParser) -> tuple[list[str]
             found = False
         (have if found else missing).append(engine)
     return have, missing
-
-
-def _engine_argument(verify_parser) -> tuple[list[str], str]:
-    have, missing = available_engines(verify_parser)
-    choices = [c for a in verify_parser._actions if "--engine" in a.option_strings for c in (a.choices or ())]
-    detail = "engines=" + "+".join(have)
-    if missing:
-        detail += f" ({', '.join(missing)} not installed)"
-    if not choices:
-        return [], "engines=default"
-    if len(have) > 1 and "all" in choices and not missing:
-        return ["--engine", "all"], detail
-    if have:
-        return ["--engine", have[0]], detail  # the first listed: the one verify runs by default
-    return [], detail
 
 
 def run_gate(args: argparse.Namespace) -> int:
@@ -158,32 +151,40 @@ def run_gate(args: argparse.Namespace) -> int:
         os.makedirs(out, exist_ok=True)
     except OSError as error:
         return _fail_usage(f"--out {out!r}: {error.strerror or error}")
+    commands = subcommands()
+    engines, missing = available_engines(commands["verify"])
+    known = {"verify", "diff", "prove", *(f"verify-{e}" for e in engines + missing)}
+    strange = [name for name in args.skip if name not in known]
+    if strange:
+        return _fail_usage(f"--skip {strange[0]!r}: expected one of {', '.join(sorted(known))}")
     save_dir = args.save_dir or os.path.join(out, "counterexamples")
     _clear_reports(out)
-    commands = subcommands()
 
     steps: list[Step] = []
-    if "verify" in args.skip:
-        steps.append(Step("verify", "skipped", None, "--skip verify", (), 0.0))
-    else:
-        engine, detail = _engine_argument(commands["verify"])
-        argv = ["verify", args.target, *engine, "--all", "--budget", f"{args.budget:g}", "--save-dir", save_dir]
+    for engine in [e for e in _engine_choices(commands["verify"]) if e in engines or e in missing]:
+        name = f"verify-{engine}"
+        if engine in missing:
+            steps.append(Step(name, "skipped", None, f"{ENGINE_PACKAGES.get(engine, engine)} is not installed", (), 0.0))
+        elif "verify" in args.skip or name in args.skip:
+            steps.append(Step(name, "skipped", None, f"--skip {name if name in args.skip else 'verify'}", (), 0.0))
+            continue
+        argv = ["verify", args.target, "--engine", engine, "--all", "--budget", f"{args.budget:g}", "--save-dir", save_dir]
         argv += _common(args) + (["--db", args.db] if args.db else [])
-        steps.append(_run_step("verify", argv, out, args.target, save_dir, detail))
+        steps.append(_run_step(name, "verify", argv, out, args.target, save_dir, f"engine={engine}"))
     if "diff" in args.skip:
         steps.append(Step("diff", "skipped", None, "--skip diff", (), 0.0))
     elif args.base is None:
         steps.append(Step("diff", "skipped", None, "no --base given", (), 0.0))
     else:
         argv = ["diff", "--base", args.base, "--budget", f"{args.budget:g}", *_common(args)]
-        steps.append(_run_step("diff", argv, out, args.target, save_dir, f"impl at {args.base} -> working tree"))
+        steps.append(_run_step("diff", "diff", argv, out, args.target, save_dir, f"impl at {args.base} -> working tree"))
     if "prove" in args.skip:
         steps.append(Step("prove", "skipped", None, "--skip prove", (), 0.0))
     elif "prove" not in commands:
         steps.append(Step("prove", "skipped", None, "`schedcheck prove` is not in this build", (), 0.0))
     else:
         argv = ["prove", "--budget", f"{args.budget:g}"]
-        steps.append(_run_step("prove", argv, out, "spec", save_dir, "Z3 claims about the spec"))
+        steps.append(_run_step("prove", "prove", argv, out, "spec", save_dir, "Z3 claims about the spec"))
 
     code = combined_exit_code([s.exit_code for s in steps])
     table = summary(steps, seconds=not args.no_seconds)
@@ -205,12 +206,10 @@ def _common(args) -> list[str]:
 
 def _clear_reports(out: str) -> None:
     """Remove the reports an earlier gate wrote here, so that none is mistaken for this run's."""
-    for step in STEPS:
-        for suffix in (".json", ".junit.xml", ".sarif", ".log"):
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(out, step + suffix))
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(os.path.join(out, "gate.json"))
+    for name in os.listdir(out):
+        if REPORT_FILE.match(name):
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                os.remove(os.path.join(out, name))
 
 
 def call_cli(argv: list[str]) -> tuple[int, str]:
@@ -229,7 +228,7 @@ def call_cli(argv: list[str]) -> tuple[int, str]:
     return (code if code is not None else 0), buffer.getvalue()
 
 
-def _run_step(name: str, argv: list[str], out: str, target: str, save_dir: str, detail: str) -> Step:
+def _run_step(name: str, kind: str, argv: list[str], out: str, target: str, save_dir: str, detail: str) -> Step:
     json_path = os.path.join(out, f"{name}.json")
     junit_path = os.path.join(out, f"{name}.junit.xml")
     sarif_path = os.path.join(out, f"{name}.sarif")
@@ -253,18 +252,18 @@ def _run_step(name: str, argv: list[str], out: str, target: str, save_dir: str, 
         except (OSError, ValueError):
             report = None
     if report is not None:
-        ci_reports.write_reports(name, report, target, junit_path, sarif_path, save_dir=save_dir)
+        ci_reports.write_reports(kind, report, target, junit_path, sarif_path, save_dir=save_dir, category=name)
     else:
         message = printed.strip() or f"schedcheck {name} exited {code} without a report"
         if code in (0, 1):  # it claimed a verdict but left no report: that is an error too
             message = f"schedcheck {name} exited {code} but wrote no --json report\n{message}"
             code = 2
         with open(junit_path, "w", encoding="utf-8") as handle:
-            handle.write(ci_reports.error_junit(name, target, message))
+            handle.write(ci_reports.error_junit(kind, target, message))
         with open(sarif_path, "w", encoding="utf-8") as handle:
-            handle.write(ci_reports.sarif_text(ci_reports.error_sarif(name, target, message)))
+            handle.write(ci_reports.sarif_text(ci_reports.error_sarif(kind, target, message, category=name)))
     verdict = {0: "pass", 1: "fail"}.get(code, "error")
-    if code == 2 and name == "prove" and report is not None:
+    if code == 2 and report is not None:  # it ran, and something ended unknown
         verdict = "unknown"
     reports = tuple(p for p in (json_path, junit_path, sarif_path, log_path) if os.path.isfile(p))
     return Step(name, verdict, code, detail, reports, seconds)
@@ -281,7 +280,7 @@ def combined_exit_code(codes: list[int | None]) -> int:
 
 
 def summary(steps: list[Step], seconds: bool = True) -> list[str]:
-    """The summary table: one row per step in the fixed order verify, diff, prove; seconds last."""
+    """The summary table: one row per step in the fixed order verify (each engine), diff, prove; seconds last."""
     header = ["step", "verdict", "exit", "detail"] + (["seconds"] if seconds else [])
     rows = [
         [s.name, s.verdict, "-" if s.exit_code is None else str(s.exit_code), s.detail]

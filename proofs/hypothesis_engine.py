@@ -43,7 +43,6 @@ from proofs.judge import Finding, judge_invalid_call, judge_repeated_call, judge
 from proofs.minimize import minimize_invalid_call, minimize_valid_call
 from proofs.relations import broken_relations, related_calls
 from proofs.strategies import bad_calls, corrupted_calls, valid_calls
-from proofs.targets import Target
 
 ENGINE = "hypothesis"
 SHRINK_CALL_SECONDS = 0.25  # a call on a minimised input that takes longer than this hangs

@@ -105,7 +105,7 @@ def render(rows: list[dict], seconds: bool = True, mutant: str | None = None) ->
     header = ["claim", "status", "method", "bound"] + (["seconds"] if seconds else [])
     table = [[r["claim"], r["status"], r["method"], r["bound"]] + ([f"{r['seconds']:.2f}"] if seconds else []) for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *table)]
-    out = [f"schedcheck prove  engine=z3" + (f"  mutant={mutant}" if mutant else "")]
+    out = ["schedcheck prove  engine=z3" + (f"  mutant={mutant}" if mutant else "")]
     out.append("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
     for row, cells in zip(rows, table):
         out.append("  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip())

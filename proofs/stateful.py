@@ -16,20 +16,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import impl
 import spec
-from spec.domain import Job, fifo_key
-from spec.state import Completion, Running, State
-
-
-def state_from_view(view: tuple, slots: int, continuous: bool) -> State:
-    """The spec State that ``impl.Scheduler.view()`` describes."""
-    clock, waiting, active, finished, busy, served = view
-    waiting_jobs = tuple(Job(*row) for row in waiting)
-    running = tuple(Running(Job(a.id, a.arrival, a.tokens), a.start, a.remaining) for a in active)
-    done = tuple(Completion(Job(f.id, f.arrival, f.tokens), f.start, f.finish) for f in finished)
-    every_job = waiting_jobs + tuple(r.job for r in running) + tuple(d.job for d in done)
-    return State(
-        tuple(sorted(every_job, key=fifo_key)), slots, continuous, clock, waiting_jobs, running, done, busy, served
-    )
+from proofs.views import state_from_view
+from spec.domain import Job
 
 
 class StateMismatch(AssertionError):
@@ -70,7 +58,7 @@ class SchedulerAgainstSpec(RuleBasedStateMachine):
         served = self.engine.step()
         self.model = spec.step(self.model)
         self.program.append("engine.step()")
-        actual = state_from_view(self.engine.view(), self.model.slots, self.model.continuous)
+        actual = state_from_view(self.engine.view(), self.model)
         broken = spec.broken_state_invariants(actual)
         if broken:
             raise StateMismatch(broken[0], f"after tick {actual.clock - 1} the Scheduler's state breaks {broken[0]}")

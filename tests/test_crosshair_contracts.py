@@ -11,7 +11,9 @@ import os
 import pytest
 
 from proofs import contracts as C
-from proofs.crosshair_engine import COUNTEREXAMPLE, load_target, parse_invocation, run_crosshair
+from proofs.crosshair_engine import COUNTEREXAMPLE, parse_invocation, run_crosshair
+from proofs.targets import load_callable, parse_target
+from proofs.views import impl_step, scheduler_from_state, state_from_view
 from spec import STATE_INVARIANTS, initial, step
 
 HERE = os.path.dirname(__file__)
@@ -48,8 +50,8 @@ def test_impl_view_maps_back_to_the_spec_state_and_steps_alike():
     for continuous in (False, True):
         state = initial(jobs, 2, continuous)
         while state.waiting or state.active:
-            assert C.state_from_view(C.scheduler_from_state(Scheduler, state).view(), state) == state
-            assert C.impl_step(Scheduler, state) == step(state)
+            assert state_from_view(scheduler_from_state(Scheduler, state).view(), state) == state
+            assert impl_step(Scheduler, state) == step(state)
             assert C.reachable_shape(state) and C.all_invariants_hold(state)
             state = step(state)
             assert C.state_from_dict(C.plain_from_state(state)) == state
@@ -85,14 +87,14 @@ def test_injected_step_bug_is_found_with_its_invariant(path):
     assert result.counterexample["invariant"] == bug.EXPECTED
     pre = C.state_from_dict(result.counterexample["pre_state"])
     assert C.all_invariants_hold(pre)
-    assert not C.claim_holds(bug.EXPECTED, C.impl_step(bug.Scheduler, pre))
+    assert not C.claim_holds(bug.EXPECTED, impl_step(bug.Scheduler, pre))
 
 
 @pytest.mark.parametrize(
     "name", ["accepts_bool_fields", "accepts_duplicate_ids", "keyerror_on_missing_key"]
 )
 def test_external_validation_bug_is_caught(name):
-    target = load_target(os.path.join(HERE, "corpus", "buggy", f"{name}.py"))
+    target = load_callable(parse_target(os.path.join(HERE, "corpus", "buggy", f"{name}.py") + ":schedule"))
     results = run_crosshair(target, budget_seconds=60, per_condition_seconds=15, with_check=False)
     found = [r for r in results if r.outcome == COUNTEREXAMPLE]
     assert found, results
@@ -102,7 +104,7 @@ def test_external_validation_bug_is_caught(name):
 
 
 def test_correct_external_target_gets_no_counterexample():
-    target = load_target(os.path.join(HERE, "corpus", "correct", "tick_by_tick.py"))
+    target = load_callable(parse_target(os.path.join(HERE, "corpus", "correct", "tick_by_tick.py") + ":schedule"))
     results = run_crosshair(target, budget_seconds=60, per_condition_seconds=2, with_check=True)
     assert [r.name for r in results] == ["validation", "validation", "validation", "check"]
     assert [r for r in results if r.outcome == COUNTEREXAMPLE] == []

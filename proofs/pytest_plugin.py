@@ -1,0 +1,173 @@
+"""pytest plugin: ``pytest --schedcheck TARGET`` makes every invariant a test item.
+
+What it establishes: what ``schedcheck verify TARGET --all`` establishes (a search,
+not a proof; docs/verify.md).  Each invariant of ``spec.INVARIANTS``, and
+``signature``, becomes one item under a synthetic collector ``schedcheck[TARGET]``,
+collected even when the run has no test files.  The first item to run calls
+``schedcheck verify`` once, in a child process (so the suite's own Hypothesis
+profiles, plugins and imports cannot change the search), and caches the JSON report
+for the session (per worker under pytest-xdist); each item then fails when the report
+has a counterexample to its invariant, showing the counterexample report and the
+replay command, and passes otherwise.  When the target cannot be called as
+``schedule(jobs, slots, continuous)``, ``signature`` fails and the rest are skipped;
+when verify cannot run at all (exit 2: no such file, an import error), every item
+fails with its message.
+
+Registered through the ``pytest11`` entry point as ``schedcheck``; without it, load
+it with ``-p proofs.pytest_plugin``.  Nothing runs unless ``--schedcheck`` is given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import NamedTuple
+
+import pytest
+
+from proofs import ci_reports
+
+HARNESS_OVERRUN = 60.0  # verify ends within budget + 10 s; the child is killed well after that
+
+
+class VerifyOutcome(NamedTuple):
+    """One verify run: its exit code, its JSON report (None when it wrote none) and what it printed."""
+
+    code: int
+    report: dict | None
+    printed: str
+    save_dir: str
+
+
+_OUTCOME = pytest.StashKey[VerifyOutcome]()
+
+
+def pytest_addoption(parser) -> None:
+    group = parser.getgroup("schedcheck", "schedcheck: check a batch scheduler against the spec")
+    group.addoption("--schedcheck", metavar="TARGET", default=None,
+                    help="check TARGET (path/to/file.py:function or package.module:function): one test item per invariant")
+    group.addoption("--schedcheck-budget", type=float, default=30.0, metavar="S",
+                    help="seconds for the one verify run of the session (default 30)")
+    group.addoption("--schedcheck-seed", type=int, default=None, metavar="N", help="make the search repeatable")
+    group.addoption("--schedcheck-examples", type=int, default=None, metavar="N",
+                    help="valid calls to try (verify's --examples; default verify's)")
+    group.addoption("--schedcheck-save-dir", default=None, metavar="DIR",
+                    help="where counterexamples are saved and replayed from (default verify's)")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k and -m deselect
+def pytest_collection_modifyitems(session, config, items) -> None:
+    target = config.getoption("schedcheck")
+    if not target:
+        return
+    if config.getoption("schedcheck_budget") <= 0:
+        raise pytest.UsageError(f"--schedcheck-budget={config.getoption('schedcheck_budget')!r}: expected seconds > 0")
+    collector = SchedcheckTarget.from_parent(session, name=f"schedcheck[{target}]", nodeid=f"schedcheck[{target}]")
+    collector.target = target
+    items.extend(collector.collect())
+
+
+class SchedcheckFailure(Exception):
+    """An invariant of the target has a counterexample (or could not be checked)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+class SchedcheckTarget(pytest.Collector):
+    """The synthetic collector: one item per invariant, in registry order, then ``signature``."""
+
+    target: str = ""
+
+    def collect(self):
+        location = ci_reports.locate(self.target)
+        for name, family, claim, _ in ci_reports._registry():
+            item = SchedcheckItem.from_parent(self, name=name)
+            item.invariant, item.claim, item.family, item.where = name, claim, family, location
+            yield item
+
+
+class SchedcheckItem(pytest.Item):
+    invariant: str = ""
+    claim: str = ""
+    family: str = ""
+    where: tuple[str, int] | None = None  # the target's def (not pytest's own ``location``)
+
+    def runtest(self) -> None:
+        outcome = _verify(self.config, self.parent.target)
+        report = outcome.report
+        if report is None:
+            raise SchedcheckFailure(
+                f"schedcheck verify {self.parent.target} could not run (exit {outcome.code}):\n{outcome.printed.strip()}"
+            )
+        found = [c for c in report.get("counterexamples", []) if c.get("property") == self.invariant]
+        if found:
+            texts = [_report_text(outcome, c, self.parent.target) for c in found]
+            raise SchedcheckFailure(f"{self.invariant}: {self.claim}\n\n" + "\n\n".join(texts))
+        unknown = [c for c in report.get("contracts", []) if c.get("name") == self.invariant and c.get("outcome") == "unknown"]
+        if unknown:
+            raise SchedcheckFailure(
+                f"{self.invariant}: unknown (never a pass):\n" + "\n".join(f"{c.get('subject')}: {c.get('message')}" for c in unknown)
+            )
+        if any(c.get("property") == ci_reports.SIGNATURE for c in report.get("counterexamples", [])):
+            pytest.skip("not checked: the target cannot be called as schedule(jobs, slots, continuous)")
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, SchedcheckFailure):
+            return excinfo.value.text
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        if self.where is not None:
+            path, line = self.where
+            return path, line - 1, f"schedcheck {self.parent.target}: {self.invariant}"
+        return self.path, None, f"schedcheck {self.parent.target}: {self.invariant}"
+
+
+def _verify(config, target: str) -> VerifyOutcome:
+    """Run ``schedcheck verify TARGET --all`` once per session and cache what it found."""
+    if _OUTCOME in config.stash:
+        return config.stash[_OUTCOME]
+    budget = config.getoption("schedcheck_budget")
+    save_dir = config.getoption("schedcheck_save_dir") or ci_reports.DEFAULT_SAVE_DIR
+    scratch = tempfile.mkdtemp(prefix="schedcheck-pytest-")
+    json_path = os.path.join(scratch, "verify.json")
+    command = [sys.executable, "-m", "proofs.cli", "verify", target, "--all", "--budget", f"{budget:g}",
+               "--save-dir", save_dir, "--json", json_path]
+    if config.getoption("schedcheck_seed") is not None:
+        command += ["--seed", str(config.getoption("schedcheck_seed"))]
+    if config.getoption("schedcheck_examples") is not None:
+        command += ["--examples", str(config.getoption("schedcheck_examples"))]
+    try:
+        run = subprocess.run(command, capture_output=True, text=True, timeout=budget + HARNESS_OVERRUN,
+                             stdin=subprocess.DEVNULL)
+        code, printed = run.returncode, run.stdout + run.stderr
+    except subprocess.TimeoutExpired:
+        code, printed = 2, f"schedcheck verify did not end within {budget + HARNESS_OVERRUN:g} s"
+    report = None
+    try:
+        with open(json_path, encoding="utf-8") as handle:
+            report = json.load(handle)
+    except (OSError, ValueError):
+        report = None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if report is not None and code not in (0, 1, 2):
+        report = None  # it died after writing: do not trust the report
+    config.stash[_OUTCOME] = VerifyOutcome(code, report, printed, save_dir)
+    return config.stash[_OUTCOME]
+
+
+def _report_text(outcome: VerifyOutcome, cex: dict, target: str) -> str:
+    """verify's own printed report for this counterexample (with its timeline) and the replay command."""
+    name = cex.get("property", "")
+    for block in outcome.printed.split("\n\n"):
+        block = block.strip("\n")
+        if block.startswith(f"FAIL {name}  ") and cex.get("input_repr", "") in block:
+            return block + f"\nreplay: {ci_reports.replay_command(outcome.save_dir, target, name)}"
+    return ci_reports.counterexample_text(cex, target, outcome.save_dir)
