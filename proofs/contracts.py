@@ -207,8 +207,8 @@ def state_from_rows(slots: int, continuous: bool, clock: int, rows, free: tuple 
         elif place == DONE:
             finish = start + tokens if _forced("no_preemption") else free[1 + job_id]
             done.append((job_id, arrival, tokens, start, finish))
-    waiting.sort(key=lambda row: (row[1], row[0]))  # FIFO
-    active.sort(key=lambda row: (row[1], row[0]))  # admission order, which is FIFO
+    # rows come in id order and rows_in_bounds makes ids follow FIFO order, so waiting
+    # and active are already in FIFO order (sorting symbolic rows would only add paths)
     done.sort(key=lambda row: (row[4], row[1], row[0]))  # by finish, same-tick finishers in FIFO order
     if _forced("work_conservation"):
         busy = sum(row[2] - row[4] for row in active) + sum(row[2] for row in done)
