@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from proofs import diff_command, prove_command, verify_command
+from proofs import diff_command, gate_command, mutation_command, prove_command, verify_command
 
 EXIT_CODES = """exit codes:
   0  nothing found / everything proved
@@ -43,8 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run the chapter's worked example 1 on our impl")
     demo.set_defaults(handler=_demo)
     verify_command.add_parsers(commands)
+    mutation_command.add_parsers(commands)
     diff_command.add_parsers(commands)
     prove_command.register(commands)
+    gate_command.add_parsers(commands)
     return parser
 
 

@@ -12,6 +12,7 @@ import tempfile
 import time
 
 import spec
+from proofs import ci_reports
 from proofs.counterexample import Counterexample
 from proofs.differential import Difference, DifferentialSearch
 from proofs.isolation import TargetProcess
@@ -38,6 +39,7 @@ def add_parsers(commands) -> None:
     diff.add_argument("--seed", type=int, default=None)
     diff.add_argument("--examples", type=int, default=500, metavar="N")
     diff.add_argument("--json", metavar="PATH")
+    ci_reports.add_output_arguments(diff)
     diff.set_defaults(handler=run_diff)
 
 
@@ -90,17 +92,34 @@ def _compare(old: Target, new: Target, args, started: float) -> int:
     with TargetProcess(old) as old_process, TargetProcess(new) as new_process:
         old_process.start()
         new_process.start()
-        search = DifferentialSearch(old_process, new_process, deadline, seed=args.seed, examples=args.examples)
+        # Hypothesis first, with 60% of the budget; CrossHair's diffbehavior in most of the rest
+        search = DifferentialSearch(
+            old_process, new_process, started + 0.6 * args.budget, seed=args.seed, examples=args.examples
+        )
         found = search.run()
+        left = deadline - time.monotonic()
+        symbolic_seconds = 0.0
+        if found is None and left > 2.0:
+            from proofs.crosshair_diff import crosshair_differences
+
+            search.deadline = deadline
+            symbolic_seconds = 0.8 * left
+            for call in crosshair_differences(old, new, seconds=symbolic_seconds):
+                found = search.classify_call(call, "crosshair")
+                if found is not None:
+                    break
     if found is None:
         line = f"SAME {old.text} and {new.text}: no difference in {search.calls_tried} calls"
+        if symbolic_seconds:
+            line += f", nor in {symbolic_seconds:.0f} s of CrossHair diffbehavior"
         if search.unfinished:
             line += f" (the budget ran out during {', '.join(search.unfinished)})"
         print(line)
     else:
         print("\n".join(format_difference(found)))
-    if args.json:
-        _write_json(args.json, old.text, new.text, time.monotonic() - started, found)
+    if args.json or args.junit or args.sarif:
+        report = _write_json(args.json, old.text, new.text, time.monotonic() - started, found)
+        ci_reports.write_outputs(args, "diff", report, new.text)
     return 0 if found is None or found.classification == "fix" else 1
 
 
@@ -129,7 +148,7 @@ def _readable(call, outcome) -> bool:
         return False
 
 
-def _write_json(path: str, old: str, new: str, seconds: float, found: Difference | None) -> None:
+def _write_json(path: str | None, old: str, new: str, seconds: float, found: Difference | None) -> dict:
     differences = []
     if found is not None:
         cex = Counterexample("", found.engine, "conformance", *found.call, "").to_json()
@@ -148,6 +167,8 @@ def _write_json(path: str, old: str, new: str, seconds: float, found: Difference
         "seconds": round(seconds, 3),
         "differences": differences,
     }
-    with open(path, "w") as handle:
-        json.dump(report, handle, indent=2)
-        handle.write("\n")
+    if path:
+        with open(path, "w") as handle:
+            json.dump(report, handle, indent=2)
+            handle.write("\n")
+    return report

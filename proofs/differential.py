@@ -12,7 +12,9 @@ Behaviour is compared as a caller sees it: the returned value, or the kind of
 exception (two ValueErrors with different messages behave alike), a hang or a death.
 Both targets run isolated (proofs.isolation).  It is a search, not a proof of
 equivalence: the calls it tries are those of the verify engine (bad inputs
-systematically, then valid calls across the domain, then corrupted ones).
+systematically, then valid calls across the domain, then corrupted ones); the
+diff command adds CrossHair's diffbehavior (proofs.crosshair_diff) in what is
+left of the budget, and sends what it finds through ``classify_call``.
 """
 
 from __future__ import annotations
@@ -101,6 +103,18 @@ class DifferentialSearch:
         old, new = self._sides(call)
         return Difference(call, classify(old.broken, new.broken), old, new)
 
+    def classify_call(self, call, engine: str) -> Difference | None:
+        """Minimise and classify a differing call another engine found; None if it does not differ here."""
+        call = copy.deepcopy(call)
+        if not self._differs(call):
+            return None  # the difference did not survive the isolated re-run
+        fast = lambda c: self._differs(c, SHRINK_CALL_SECONDS)  # noqa: E731
+        if spec.is_valid(*call):
+            small = minimize_valid_call(call, fast, self._shrink_seconds())
+        else:
+            small = minimize_invalid_call(call, lambda c: not spec.is_valid(*c) and fast(c), self._shrink_seconds())
+        return self._difference(small)._replace(engine=engine)
+
     def run(self) -> Difference | None:
         """The first (minimised) difference, or None."""
         for rule, call in bad_calls():
@@ -145,10 +159,4 @@ class DifferentialSearch:
             pass
         if state["call"] is None:
             return None
-        call = state["call"]
-        fast = lambda c: self._differs(c, SHRINK_CALL_SECONDS)  # noqa: E731
-        if spec.is_valid(*call):
-            small = minimize_valid_call(call, fast, self._shrink_seconds())
-        else:
-            small = minimize_invalid_call(call, lambda c: not spec.is_valid(*c) and fast(c), self._shrink_seconds())
-        return self._difference(small)
+        return self.classify_call(state["call"], "hypothesis")

@@ -32,7 +32,6 @@ from typing import Callable, NamedTuple
 
 from hypothesis import HealthCheck, Verbosity, given, settings
 from hypothesis import strategies as st
-from hypothesis import seed as hypothesis_seed
 from hypothesis import target as hypothesis_target
 from hypothesis.database import DirectoryBasedExampleDatabase
 
@@ -40,6 +39,7 @@ import spec
 from proofs.counterexample import Counterexample
 from proofs.isolation import TargetProcess
 from proofs.judge import Finding, judge_invalid_call, judge_repeated_call, judge_valid_call
+from proofs.profiles import GuardedDatabase
 from proofs.minimize import minimize_invalid_call, minimize_valid_call
 from proofs.relations import broken_relations, related_calls
 from proofs.strategies import bad_calls, corrupted_calls, valid_calls
@@ -47,6 +47,8 @@ from proofs.strategies import bad_calls, corrupted_calls, valid_calls
 ENGINE = "hypothesis"
 SHRINK_CALL_SECONDS = 0.25  # a call on a minimised input that takes longer than this hangs
 HYPOTHESIS_SHRINK_SECONDS = 1.0  # then the deterministic minimiser takes over
+CHECKS = ("replay", "validation", "deterministic", "conformance", "metamorphic", "corrupted_validation", "stateful")
+_DIRECTORY = object()  # Search(database=...) not given: use database_dir
 EXAMPLES = {"conformance": 500, "metamorphic": 60, "deterministic": 30, "validation": 200, "stateful": 60}
 
 
@@ -91,13 +93,16 @@ class Search:
         progress: Callable[[str, int], None] | None = None,
         examples: dict | None = None,
         backend: str = "hypothesis",
+        database=_DIRECTORY,
     ) -> None:
         self.process = process
         self.backend = backend
         self.deadline = deadline
         self.seed = seed
         self.find_all = find_all
-        self.database = DirectoryBasedExampleDatabase(database_dir) if database_dir else None
+        if database is _DIRECTORY:  # database: an ExampleDatabase (proofs.profiles.open_database) or None
+            database = DirectoryBasedExampleDatabase(database_dir) if database_dir else None
+        self.database = database
         self.saved_dir = saved_dir
         self.progress = progress or (lambda check, count: None)
         self.examples = dict(EXAMPLES, **(examples or {}))
@@ -107,19 +112,22 @@ class Search:
 
     # -- the run ---------------------------------------------------------------------
 
-    def run(self, stateful: bool = False) -> list[Found]:
-        """Run every check in order; return the counterexamples found."""
+    def run(self, stateful: bool = False, only=None) -> list[Found]:
+        """Run every check in order (or only those named in ``only``, from CHECKS);
+        return the counterexamples found."""
         steps = [
-            ("replay", self._replay_saved),
-            ("validation", self._systematic_validation),
-            ("deterministic", self._deterministic),
-            ("conformance", self._conformance),
-            ("metamorphic", self._metamorphic),
-            ("validation", self._corrupted_validation),
+            ("replay", "replay", self._replay_saved),
+            ("validation", "validation", self._systematic_validation),
+            ("deterministic", "deterministic", self._deterministic),
+            ("conformance", "conformance", self._conformance),
+            ("metamorphic", "metamorphic", self._metamorphic),
+            ("corrupted_validation", "validation", self._corrupted_validation),
         ]
         if stateful:
-            steps.append(("stateful", self._stateful))
-        for name, step in steps:
+            steps.append(("stateful", "stateful", self._stateful))
+        for check, name, step in steps:
+            if only is not None and check not in only:
+                continue
             if self._done():
                 break
             if time.monotonic() >= self.deadline:
@@ -312,17 +320,24 @@ class Search:
         while not self._done():
             ignore = set(self.known)
             state = {"locked": None, "call": None, "since": None}
+            database = GuardedDatabase(self.database) if self.database is not None else None
+
+            def stop(reason):
+                """End the search on an example that did not fail: not one to save."""
+                if database is not None:
+                    database.skip_next_save()
+                raise reason
 
             def test(call):
                 if time.monotonic() >= self.deadline:
-                    raise BudgetExhausted
+                    stop(BudgetExhausted)
                 findings = [f for f in judge(call) if f.invariant not in ignore]
                 self.progress(check, self.calls_tried)
                 if state["locked"] is not None:
                     findings = [f for f in findings if f.invariant == state["locked"]]
                 if not findings:
                     if state["since"] is not None and time.monotonic() - state["since"] > HYPOTHESIS_SHRINK_SECONDS:
-                        raise HandOver
+                        stop(HandOver)
                     return
                 state["locked"] = state["locked"] or findings[0].invariant
                 state["call"] = copy.deepcopy(call)
@@ -335,7 +350,7 @@ class Search:
             runner = settings(
                 max_examples=self.examples[check],
                 deadline=None,
-                database=self.database,
+                database=database,
                 suppress_health_check=list(HealthCheck),
                 report_multiple_bugs=False,
                 verbosity=Verbosity.quiet,
@@ -346,7 +361,9 @@ class Search:
                 f"schedcheck:{self.process.target.text}:{check}:{sorted(ignore)}".encode()
             )
             if self.seed is not None:
-                runner = hypothesis_seed(self.seed)(runner)
+                # not hypothesis.seed(), which also switches the example database off: a
+                # seeded run (the ci profile) must still replay what other runs found
+                runner._hypothesis_internal_use_seed = self.seed
             try:
                 runner()
             except BudgetExhausted:

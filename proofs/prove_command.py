@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from proofs import ci_reports
+
 HELP_EPILOG = """exit codes:
   0  every claim proved
   1  a claim was refuted (its counterexample is printed)
@@ -44,6 +46,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET, metavar="S",
                         help=f"wall-clock seconds per claim; a claim still running is killed and unknown (default {DEFAULT_BUDGET:g})")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    ci_reports.add_output_arguments(parser)
     parser.add_argument("--mutant", choices=sorted(MUTANTS), help="prove against a deliberately broken step")
     parser.add_argument("--claims", metavar="SUBSTRING", action="append",
                         help="only the claims whose name contains SUBSTRING (repeatable)")
@@ -137,4 +140,6 @@ def handle(args: argparse.Namespace) -> int:
         with open(args.json, "w", encoding="utf-8") as handle_:
             json.dump(as_json(rows), handle_, indent=2, sort_keys=True, default=str)
             handle_.write("\n")
+    if args.junit or args.sarif:
+        ci_reports.write_outputs(args, "prove", json.loads(json.dumps(as_json(rows), default=str)), None)
     return exit_code(rows)

