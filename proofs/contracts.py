@@ -32,6 +32,8 @@ Assumptions (the pre-state is "reachable-shaped"; each is a fact of every state
   changes, so it is rebuilt from the three queues rather than chosen freely);
 - ``served`` is what the latest tick served: the active jobs and the jobs done at
   ``clock``, in FIFO order, or ``()`` before the first tick (``busy == 0``);
+- the strengthening lemmas (``lemmas_hold``, which the Z3 engine proves too): an
+  active job started before the clock and has work left; a done job finished by it;
 - ``1 <= slots <= max_jobs + 1``; arrivals, tokens, starts and the clock are unbounded symbolic ints.
 
 The shape of the post-state is itself checked (contract ``reachable_shape``), so the
@@ -151,7 +153,34 @@ def reachable_shape(state: State) -> bool:
         len(set(ids)) == len(ids)
         and state.jobs == tuple(sorted(placed, key=fifo_key))
         and state.served == derived_served(state.active, state.done, state.clock, state.busy)
+        and lemmas_hold(state)
     )
+
+
+def lemmas_hold(state: State) -> bool:
+    """The strengthening lemmas (the Z3 engine proves the same): an active job started
+    before the clock and has work left; a done job finished by the clock."""
+    return all(r.start < state.clock and r.remaining >= 1 for r in state.active) and all(
+        d.finish <= state.clock for d in state.done
+    )
+
+
+def rows_meet_lemmas(clock: int, rows) -> bool:
+    """``lemmas_hold`` and the ranges of ``well_typed``, read straight off the rows.
+
+    The lemmas are assumed of the pre-state like the rest of the shape, and re-checked
+    after the step by the ``reachable_shape`` contract, so the induction stays closed.
+    Written as flat arithmetic on the rows, CrossHair settles them first and prunes the
+    pre-states that would fail deep inside ``all_invariants_hold``: a slot_bound bug
+    in a step falls in about 2.5 s instead of 18 s."""
+    for arrival, tokens, place, start in rows:
+        if place != ABSENT and (arrival < 0 or tokens < 1):
+            return False
+        if place == ACTIVE and not (arrival <= start < clock and clock - start < tokens):
+            return False
+        if place == DONE and not (arrival <= start and start + tokens <= clock):
+            return False
+    return clock >= 0
 
 
 def all_invariants_hold(state: State) -> bool:
@@ -234,6 +263,7 @@ def spec_step_contract(invariant: str, max_jobs: int = MAX_JOBS) -> Callable:
     def spec_step_keeps(slots: int, continuous: bool, clock: int, j0: JobState, j1: JobState, j2: JobState, free: FreeValues) -> State:
         """
         pre: rows_in_bounds(slots, (j0, j1, j2), max_jobs)
+        pre: rows_meet_lemmas(clock, (j0, j1, j2))
         pre: all_invariants_hold(state_from_rows(slots, continuous, clock, (j0, j1, j2), free))
         post: _post_holds(invariant, __return__)
         """
@@ -252,6 +282,7 @@ def impl_step_contract(invariant: str, scheduler_class: type | None = None, max_
     def impl_step_keeps(slots: int, continuous: bool, clock: int, j0: JobState, j1: JobState, j2: JobState, free: FreeValues) -> State:
         """
         pre: rows_in_bounds(slots, (j0, j1, j2), max_jobs)
+        pre: rows_meet_lemmas(clock, (j0, j1, j2))
         pre: all_invariants_hold(state_from_rows(slots, continuous, clock, (j0, j1, j2), free))
         post: _post_holds(invariant, __return__)
         """
@@ -270,7 +301,8 @@ def _step_args_state(args: dict) -> State:
 def _replay_step(stepper: Callable[[State], State], invariant: str, args: dict) -> Optional[str]:
     """Re-run one step concretely from the contract's arguments; None when the claim holds after it."""
     state = _step_args_state(args)
-    if not rows_in_bounds(args["slots"], (args["j0"], args["j1"], args["j2"])) or not all_invariants_hold(state):
+    rows = (args["j0"], args["j1"], args["j2"])
+    if not rows_in_bounds(args["slots"], rows) or not rows_meet_lemmas(args["clock"], rows) or not all_invariants_hold(state):
         return None
     try:
         after = stepper(state)

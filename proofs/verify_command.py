@@ -173,6 +173,9 @@ def run_verify(args: argparse.Namespace) -> int:
         print("\n".join(format_counterexample(cex, actual)))
         print()
     line = summary_line(verdict, target.text, len(found), calls)
+    if contracts:
+        outcomes = sorted({c["outcome"].split(" within")[0] for c in contracts})
+        line += f"; crosshair: {len(contracts)} contracts ({', '.join(outcomes)})"
     if unknown and not found:
         line += f": CrossHair could not check {len(unknown)} contracts (unknown is not a pass)"
     if unfinished and verdict == "pass":
