@@ -112,7 +112,7 @@ class DifferentialSearch:
         if spec.is_valid(*call):
             small = minimize_valid_call(call, fast, self._shrink_seconds())
         else:
-            small = minimize_invalid_call(call, lambda c: not spec.is_valid(*c) and fast(c), self._shrink_seconds())
+            small = minimize_invalid_call(call, fast, self._shrink_seconds())
         return self._difference(small)._replace(engine=engine)
 
     def run(self) -> Difference | None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+import spec
+
 Call = tuple  # (jobs, slots, continuous)
 
 
@@ -118,7 +120,10 @@ def minimize_valid_call(call: Call, fails: Callable[[Call], bool], seconds: floa
 
 
 def minimize_invalid_call(call: Call, fails: Callable[[Call], bool], seconds: float = 5.0) -> Call:
-    """Shrink an invalid call by dropping the jobs that are not needed for it to fail."""
+    """Shrink an invalid call by dropping the jobs that are not needed for it to fail.
+
+    A candidate must stay outside the domain: dropping the second of two jobs with one
+    id makes a valid call, which a target that accepts repeated ids rightly accepts."""
     deadline = time.monotonic() + seconds
     jobs, slots, continuous = call
     if not isinstance(jobs, (list, tuple)):
@@ -127,7 +132,7 @@ def minimize_invalid_call(call: Call, fails: Callable[[Call], bool], seconds: fl
     index = len(best) - 1
     while index >= 0 and time.monotonic() < deadline:
         candidate = best[:index] + best[index + 1 :]
-        if fails((candidate, slots, continuous)):
+        if not spec.is_valid(candidate, slots, continuous) and fails((candidate, slots, continuous)):
             best = candidate
         index -= 1
     return (type(jobs)(best) if isinstance(jobs, tuple) else best, slots, continuous)

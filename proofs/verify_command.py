@@ -155,7 +155,7 @@ def run_verify(args: argparse.Namespace) -> int:
                     from proofs.hypothesis_engine import Search
 
                     contracts = run_contracts(target, max(1.0, deadline - time.monotonic()))
-                    judge = Search(process, time.monotonic() + 30, database_dir=None)
+                    judge = Search(process, time.monotonic() + 30)
                     found += to_counterexamples(contracts, judge)
     except TargetError as error:
         progress.clear()
@@ -219,7 +219,7 @@ def run_replay(args: argparse.Namespace) -> int:
     try:
         with TargetProcess(target) as process:
             process.start()
-            search = Search(process, time.monotonic() + 60, database_dir=None)
+            search = Search(process, time.monotonic() + 60)
             findings = search._judge(cex.check, cex.call, cex.rule)
     except TargetError as error:
         return _fail_usage(str(error))

@@ -181,7 +181,7 @@ def test_verify_sarif_validates_and_has_one_result_per_counterexample(sarif_vali
         assert location["physicalLocation"]["region"]["startLine"] == def_line(BUGGY / "admits_one_too_many.py", "schedule")
     text = run["results"][0]["message"]["text"]
     assert SLOT_CEX.input_repr() in text
-    assert f"schedcheck replay saved/" in text and text.endswith(SLOT_BUG)
+    assert "schedcheck replay saved/" in text and text.endswith(SLOT_BUG)
 
 
 def test_a_passing_run_is_a_valid_log_with_no_results(sarif_validator):
