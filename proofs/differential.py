@@ -32,7 +32,6 @@ from proofs.judge import judge_invalid_call, judge_valid_call
 from proofs.minimize import minimize_invalid_call, minimize_valid_call
 from proofs.strategies import bad_calls, corrupted_calls, valid_calls
 
-SHRINK_CALL_SECONDS = 0.25
 
 
 class Side(NamedTuple):
@@ -108,11 +107,12 @@ class DifferentialSearch:
         call = copy.deepcopy(call)
         if not self._differs(call):
             return None  # the difference did not survive the isolated re-run
-        fast = lambda c: self._differs(c, SHRINK_CALL_SECONDS)  # noqa: E731
+        old, new = self._sides(call)
+        hang = "timeout" in (old.outcome.kind, new.outcome.kind)
         if spec.is_valid(*call):
-            small = minimize_valid_call(call, fast, self._shrink_seconds())
+            small = minimize_valid_call(call, self._differs, self._shrink_seconds(), coarse=hang)
         else:
-            small = minimize_invalid_call(call, fast, self._shrink_seconds())
+            small = minimize_invalid_call(call, self._differs, self._shrink_seconds())
         return self._difference(small)._replace(engine=engine)
 
     def run(self) -> Difference | None:

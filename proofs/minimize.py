@@ -2,9 +2,9 @@
 
 Hypothesis's shrinker gets close; this pass makes the answer canonical, so the same
 bug gives the same counterexample on every run.  It greedily tries smaller calls,
-in the order of what "smaller" means to a reader: fewer jobs first, then smaller
-slots, tokens, arrivals and ids, and keeps a candidate only when it still breaks the
-same invariant.  It repeats until nothing changes or its deadline passes, and
+in the order of what "smaller" means to a reader: fewer jobs first (dropped, or two
+neighbours merged into one with their tokens summed), then smaller slots, tokens,
+arrivals and ids, and keeps a candidate only when it still breaks the same invariant.  It repeats until nothing changes or its deadline passes, and
 never returns a call that was not seen to fail.
 """
 
@@ -56,12 +56,27 @@ def _like(template, jobs: list):
     return rebuilt if type(template) is list else type(template)(rebuilt)
 
 
-def minimize_valid_call(call: Call, fails: Callable[[Call], bool], seconds: float = 10.0) -> Call:
+def _smallest_failing_coarse(value: int, low: int, fails_with: Callable[[int], bool]) -> int:
+    """As ``_smallest_failing``, in steps of a factor 16: for failures that cost a
+    timeout each (a hang), a few probes rather than one per bit."""
+    if value <= low:
+        return value
+    if fails_with(low):
+        return low
+    while value // 16 > low and fails_with(value // 16):
+        value //= 16
+    return value
+
+
+def minimize_valid_call(call: Call, fails: Callable[[Call], bool], seconds: float = 10.0, coarse: bool = False) -> Call:
     """Shrink a valid call that ``fails`` to a canonical smaller one that still fails.
 
     Plain lists of plain dicts are tried first; if the failure needs a tuple or a
-    subclass, every candidate keeps the containers of the original."""
+    subclass, every candidate keeps the containers of the original.  ``coarse``
+    shrinks numbers by factors of 16 instead of bisecting them, for failures that
+    cost a timeout to observe."""
     deadline = time.monotonic() + seconds
+    smallest = _smallest_failing_coarse if coarse else _smallest_failing
     template = call[0]
     best = call
     plain = ([dict(job) for job in template], call[1], call[2])
@@ -97,13 +112,20 @@ def minimize_valid_call(call: Call, fails: Callable[[Call], bool], seconds: floa
             while chunk and index >= 0:
                 attempt(with_jobs(best[0][:index] + best[0][index + chunk :]))
                 index -= chunk
+        # fewer jobs, the same work: two jobs next to each other become one
+        index = len(best[0]) - 2
+        while index >= 0:
+            jobs = [dict(job) for job in best[0]]
+            jobs[index]["tokens"] += jobs[index + 1]["tokens"]
+            attempt(with_jobs(jobs[: index + 1] + jobs[index + 2 :]))
+            index -= 1
         # smaller slots
-        _smallest_failing(best[1], 1, lambda s: attempt((best[0], s, best[2])))
+        smallest(best[1], 1, lambda s: attempt((best[0], s, best[2])))
         # smaller tokens, then earlier arrivals, job by job
         for field, low in (("tokens", 1), ("arrival", 0)):
             for index in range(len(best[0])):
                 current = best[0][index][field]
-                _smallest_failing(current, low, lambda v, i=index, f=field: attempt(with_field(i, f, v)))
+                smallest(current, low, lambda v, i=index, f=field: attempt(with_field(i, f, v)))
         # all arrivals shifted so the earliest is 0
         earliest = min((job["arrival"] for job in best[0]), default=0)
         if earliest:
