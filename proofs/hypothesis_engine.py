@@ -46,6 +46,7 @@ from proofs.strategies import bad_calls, corrupted_calls, valid_calls
 
 ENGINE = "hypothesis"
 HYPOTHESIS_SHRINK_SECONDS = 0.3  # then the deterministic minimiser takes over
+HANG_PROBE_SECONDS = 0.25  # the limit of one probe while a hang is minimised (then confirmed at the full limit)
 CHECKS = ("replay", "validation", "conformance", "deterministic", "metamorphic", "corrupted_validation", "stateful")
 EXAMPLES = {"conformance": 500, "metamorphic": 60, "deterministic": 30, "validation": 200, "stateful": 60}
 
@@ -277,22 +278,27 @@ class Search:
         return max(2.0, min(10.0, self.deadline + 5.0 - time.monotonic()))
 
     def _minimize_valid(self, call, wanted: str):
-        # a hang is judged with the same per-call limit as in the search: a shorter one
-        # would report inputs that merely take a while; numbers then shrink coarsely,
-        # since every probe that still hangs costs the whole limit
-        def fails(candidate) -> bool:
-            return any(f.invariant == wanted for f in self._valid(candidate))
+        hang = wanted == "termination"
 
-        small = minimize_valid_call(call, fails, self._shrink_seconds(), coarse=wanted == "termination")
-        self.process.close()  # judge the minimal call in a fresh process: nothing came before
-        findings = [f for f in self._valid(small) if f.invariant == wanted]
-        if findings:
-            return small, findings[0]
+        def fails_within(seconds):
+            return lambda candidate: any(f.invariant == wanted for f in self._valid(candidate, seconds))
+
+        # A hang is first minimised with short probes (every probe that still hangs costs
+        # its whole limit), numbers shrinking by factors of 16; the result must then hang
+        # at the search's own limit too.  If it does not (the target is merely slow near
+        # that size), minimise again at the full limit: a counterexample never merely
+        # takes a while.
+        probes = [HANG_PROBE_SECONDS, None] if hang else [None]
+        for seconds in probes:
+            small = minimize_valid_call(call, fails_within(seconds), self._shrink_seconds(), coarse=hang)
+            self.process.close()  # judge the minimal call in a fresh process: nothing came before
+            findings = [f for f in self._valid(small) if f.invariant == wanted]
+            if findings:
+                return small, findings[0]
         # it fails only after earlier calls: that is a claim about history
         for candidate in (small, call):
-            history = [f for f in self._repeated(candidate) if f.invariant == "deterministic"]
-            if history:
-                return candidate, history[0]
+            if any(f.invariant == "deterministic" for f in self._repeated(candidate)):
+                return self._minimize_repeated(candidate, "deterministic")
         return call, Finding(wanted, "failed during the search, but not again in a fresh process")
 
     def _minimize_repeated(self, call, wanted: str):

@@ -57,14 +57,17 @@ def _like(template, jobs: list):
 
 
 def _smallest_failing_coarse(value: int, low: int, fails_with: Callable[[int], bool]) -> int:
-    """As ``_smallest_failing``, in steps of a factor 16: for failures that cost a
-    timeout each (a hang), a few probes rather than one per bit."""
+    """As ``_smallest_failing``, in steps of a factor 16 while the value is large: for
+    failures that cost a timeout each (a hang), a few probes rather than one per bit;
+    a small value (at most 64) is still bisected, in at most six probes."""
     if value <= low:
         return value
     if fails_with(low):
         return low
     while value // 16 > low and fails_with(value // 16):
         value //= 16
+    if value <= 64:
+        return _smallest_failing(value, low, fails_with)
     return value
 
 
