@@ -77,6 +77,12 @@ class Found(NamedTuple):
     actual: object  # the target's result on the minimal input, when it returned one
 
 
+def _one_step_larger(call):
+    """The call with every arrival and token count 16 times larger."""
+    jobs, slots, continuous = call
+    return ([dict(job, arrival=16 * job["arrival"], tokens=16 * job["tokens"]) for job in jobs], slots, continuous)
+
+
 class Search:
     """One verify run of the Hypothesis engine against one target."""
 
@@ -286,15 +292,20 @@ class Search:
         # A hang is first minimised with short probes (every probe that still hangs costs
         # its whole limit), numbers shrinking by factors of 16; the result must then hang
         # at the search's own limit too.  If it does not (the target is merely slow near
-        # that size), minimise again at the full limit: a counterexample never merely
-        # takes a while.
-        probes = [HANG_PROBE_SECONDS, None] if hang else [None]
-        for seconds in probes:
-            small = minimize_valid_call(call, fails_within(seconds), self._shrink_seconds(), coarse=hang)
+        # that size), minimise again at the full limit, from that result with its numbers
+        # one step (x16) larger if that hangs, else from the original: a counterexample
+        # never merely takes a while.
+        total = self._shrink_seconds()
+        passes = [(HANG_PROBE_SECONDS, 0.6 * total), (None, 0.4 * total)] if hang else [(None, total)]
+        start = call
+        for seconds, minimising in passes:
+            small = minimize_valid_call(start, fails_within(seconds), minimising, coarse=hang)
             self.process.close()  # judge the minimal call in a fresh process: nothing came before
             findings = [f for f in self._valid(small) if f.invariant == wanted]
             if findings:
                 return small, findings[0]
+            larger = _one_step_larger(small)
+            start = larger if fails_within(None)(larger) else call
         # it fails only after earlier calls: that is a claim about history
         for candidate in (small, call):
             if any(f.invariant == "deterministic" for f in self._repeated(candidate)):

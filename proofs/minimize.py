@@ -122,6 +122,17 @@ def minimize_valid_call(call: Call, fails: Callable[[Call], bool], seconds: floa
             jobs[index]["tokens"] += jobs[index + 1]["tokens"]
             attempt(with_jobs(jobs[: index + 1] + jobs[index + 2 :]))
             index -= 1
+        # the canonical form, a probe each: arrivals shifted so the earliest is 0, ids
+        # 0..n-1 in FIFO order, the list in id order
+        earliest = min((job["arrival"] for job in best[0]), default=0)
+        if earliest:
+            attempt(with_jobs([dict(job, arrival=job["arrival"] - earliest) for job in best[0]]))
+        order = sorted(range(len(best[0])), key=lambda i: (best[0][i]["arrival"], best[0][i]["id"]))
+        renumbered = [dict(job) for job in best[0]]
+        for new_id, index in enumerate(order):
+            renumbered[index]["id"] = new_id
+        attempt(with_jobs(renumbered))
+        attempt(with_jobs(sorted(best[0], key=lambda job: job["id"])))
         # smaller slots
         smallest(best[1], 1, lambda s: attempt((best[0], s, best[2])))
         # smaller tokens, then earlier arrivals, job by job
@@ -129,17 +140,6 @@ def minimize_valid_call(call: Call, fails: Callable[[Call], bool], seconds: floa
             for index in range(len(best[0])):
                 current = best[0][index][field]
                 smallest(current, low, lambda v, i=index, f=field: attempt(with_field(i, f, v)))
-        # all arrivals shifted so the earliest is 0
-        earliest = min((job["arrival"] for job in best[0]), default=0)
-        if earliest:
-            attempt(with_jobs([dict(job, arrival=job["arrival"] - earliest) for job in best[0]]))
-        # ids 0..n-1 in FIFO order, and the list in id order
-        order = sorted(range(len(best[0])), key=lambda i: (best[0][i]["arrival"], best[0][i]["id"]))
-        renumbered = [dict(job) for job in best[0]]
-        for new_id, index in enumerate(order):
-            renumbered[index]["id"] = new_id
-        attempt(with_jobs(renumbered))
-        attempt(with_jobs(sorted(best[0], key=lambda job: job["id"])))
         changed = best != before
     return best
 
