@@ -40,6 +40,8 @@ class Counterexample(NamedTuple):
 
     @property
     def size(self) -> int:
+        if self.check == "step":
+            return len((self.pre_state or {}).get("jobs", ()))
         return len(self.jobs) if isinstance(self.jobs, (list, tuple)) else 0
 
     def input_repr(self) -> str:

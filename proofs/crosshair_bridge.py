@@ -25,20 +25,28 @@ ENGINE = "crosshair"
 WORKERS = 2  # run_crosshair's default on this 2-core machine
 
 
-def _contract_count(ours: bool) -> int:
+def _contract_count(ours: bool, names) -> int:
     """How many contracts run_crosshair checks: for our impl, one per state invariant
-    and the shape, on each of the two step subjects, plus three on validation; for an
-    external target, three on validation and one against spec.check."""
-    return 2 * (len(spec.STATE_INVARIANTS) + 1) + 3 if ours else 4
+    and the shape (or per name asked for), on each of the two step subjects, plus three
+    on validation; for an external target, three on validation and one against spec.check."""
+    if not ours:
+        return 4
+    if names:
+        return 2 * len(names) + (3 if "validation" in names else 0)
+    return 2 * (len(spec.STATE_INVARIANTS) + 1) + 3
 
 
-def _child(connection, target: Target, seconds: float, per_condition: float) -> None:
+def _child(connection, target: Target, seconds: float, per_condition: float, names) -> None:
     os.setpgrp()  # one process group with the engine's workers, killed together
     from proofs.crosshair_engine import run_crosshair
 
     try:
         function = None if target.is_default else load_callable(target)
-        results = run_crosshair(function, budget_seconds=seconds, per_condition_seconds=per_condition)
+        # our impl's step first: it is the thing under check (spec.step is Z3's too)
+        subjects = ("impl.Scheduler.step", "spec.step", "schedule") if target.is_default else None
+        results = run_crosshair(
+            function, budget_seconds=seconds, per_condition_seconds=per_condition, subjects=subjects, names=names
+        )
         connection.send(("ok", [asdict(result) for result in results]))
     except TargetError as error:
         connection.send(("error", str(error)))
@@ -46,13 +54,14 @@ def _child(connection, target: Target, seconds: float, per_condition: float) -> 
         connection.send(("error", f"the crosshair engine failed: {type(error).__name__}: {error}"))
 
 
-def run_contracts(target: Target, seconds: float) -> list[dict]:
-    """Every contract's result as a dict (name, subject, outcome, seconds, counterexample, message)."""
+def run_contracts(target: Target, seconds: float, names: tuple[str, ...] | None = None) -> list[dict]:
+    """Every contract's result as a dict (name, subject, outcome, seconds, counterexample, message);
+    ``names`` keeps only the contracts of those invariants (our impl's step contracts)."""
     # share the budget so that every contract gets its turn
-    per_condition = max(1.0, min(20.0, 0.8 * seconds * WORKERS / _contract_count(target.is_default)))
+    per_condition = max(1.0, min(20.0, 0.8 * seconds * WORKERS / _contract_count(target.is_default, names)))
     context = multiprocessing.get_context("fork")
     parent_end, child_end = context.Pipe()
-    process = context.Process(target=_child, args=(child_end, target, seconds, per_condition), daemon=False)
+    process = context.Process(target=_child, args=(child_end, target, seconds, per_condition, names), daemon=False)
     process.start()
     child_end.close()
     try:

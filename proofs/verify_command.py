@@ -8,6 +8,7 @@ import os
 import sys
 import time
 
+import spec
 from proofs import ci_reports
 from proofs.counterexample import Counterexample, load, save
 from proofs.isolation import InProcessTarget, TargetProcess
@@ -69,6 +70,12 @@ def add_parsers(commands) -> None:
     verify.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     ci_reports.add_output_arguments(verify)
     verify.add_argument("--all", action="store_true", help="go on after the first counterexample")
+    verify.add_argument(
+        "--invariant", action="append", metavar="NAME",
+        choices=[inv.name for inv in spec.STATE_INVARIANTS] + ["validation"],
+        help="crosshair on our impl: check only these invariants' contracts (repeatable), "
+        "so each gets more of the budget",
+    )
     verify.add_argument(
         "--backend", choices=("hypothesis", "crosshair"), default="hypothesis",
         help="Hypothesis backend; 'crosshair' (hypothesis-crosshair) explores paths symbolically and "
@@ -154,7 +161,8 @@ def run_verify(args: argparse.Namespace) -> int:
                     from proofs.crosshair_bridge import run_contracts, to_counterexamples
                     from proofs.hypothesis_engine import Search
 
-                    contracts = run_contracts(target, max(1.0, deadline - time.monotonic()))
+                    names = tuple(args.invariant) if args.invariant else None
+                    contracts = run_contracts(target, max(1.0, deadline - time.monotonic()), names)
                     judge = Search(process, time.monotonic() + 30)
                     found += to_counterexamples(contracts, judge)
     except TargetError as error:

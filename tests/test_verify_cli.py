@@ -175,3 +175,14 @@ def test_non_json_inputs_have_null_input_and_a_python_repr():
     assert data["input_repr"] == 'schedule(({"id": 0, "arrival": float("nan"), "tokens": 1},), slots=1, continuous=True)'
     jobs, slots, continuous = parse_input_repr(data["input_repr"])
     assert isinstance(jobs, tuple) and jobs[0]["arrival"] != jobs[0]["arrival"]
+
+
+def test_crosshair_can_focus_on_named_invariants(tmp_path, isolated, capsys):
+    report = tmp_path / "r.json"
+    code = main(["verify", "--engine", "crosshair", "--invariant", "slot_bound", "--budget", "8", "--json", str(report), *isolated])
+    data = json.loads(report.read_text())
+    assert code == 0, capsys.readouterr().out
+    assert {(c["name"], c["subject"]) for c in data["contracts"]} == {
+        ("slot_bound", "impl.Scheduler.step"), ("slot_bound", "spec.step"),
+    }
+    assert all(c["outcome"] != "counterexample" for c in data["contracts"])
