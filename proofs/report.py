@@ -45,7 +45,8 @@ def _well_typed(cex: Counterexample, actual) -> bool:
 def summary_line(verdict: str, target: str, found: int, examples: int) -> str:
     """The last line of a verify run."""
     if verdict == "pass":
-        return f"PASS {target}: no invariant broken in {examples} calls"
+        tried = f" in {examples} calls" if examples else ""
+        return f"PASS {target}: no invariant broken{tried}"
     if verdict == "fail":
         noun = "counterexample" if found == 1 else "counterexamples"
         return f"FAIL {target}: {found} {noun}"
