@@ -1,6 +1,5 @@
 """Properties of the spec and of impl over the whole domain (Hypothesis)."""
 
-import importlib.util
 import pathlib
 
 from hypothesis import HealthCheck, given, settings
@@ -10,19 +9,15 @@ import impl
 import spec
 from proofs.relations import check_relations
 from proofs.strategies import valid_calls
+from proofs.targets import load_callable, parse_target
 
 CORRECT = pathlib.Path(__file__).parent / "corpus" / "correct"
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 
 
-def load(path):
-    module_spec = importlib.util.spec_from_file_location(f"correct_{path.stem}", path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module.schedule
-
-
-INDEPENDENT = [load(path) for path in sorted(CORRECT.glob("*.py")) if path.stem != "__init__"]
+INDEPENDENT = [
+    load_callable(parse_target(f"{path}:schedule")) for path in sorted(CORRECT.glob("*.py")) if path.stem != "__init__"
+]
 
 
 @FAST
