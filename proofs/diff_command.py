@@ -11,14 +11,13 @@ import sys
 import tempfile
 import time
 
-import spec
 from proofs import ci_reports
 from proofs.counterexample import Counterexample
 from proofs.differential import Difference, DifferentialSearch
 from proofs.isolation import TargetProcess
 from proofs.targets import Target, TargetError, parse_target
+from proofs.report import drawable
 from proofs.timeline import render
-from spec.observation import Observation, observe
 from spec.oracle import first_difference
 
 
@@ -130,7 +129,7 @@ def format_difference(found: Difference) -> list[str]:
     for name, side in (("old", found.old), ("new", found.new)):
         verdict = "conforms" if not side.broken else "breaks " + ", ".join(side.broken)
         lines.append(f"{name}: {side.describe()}; {verdict}")
-    if spec.is_valid(*found.call) and all(_readable(found.call, s.outcome) for s in (found.old, found.new)):
+    if all(s.outcome.kind == "returned" and drawable(found.call, s.outcome.result) for s in (found.old, found.new)):
         old_result, new_result = found.old.outcome.result, found.new.outcome.result
         parted = first_difference(old_result, new_result)
         if parted is not None:
@@ -138,14 +137,6 @@ def format_difference(found: Difference) -> list[str]:
         lines += render(old_result["trace"], new_result["trace"], parted and parted.tick, titles=("old", "new"))
     return lines
 
-
-def _readable(call, outcome) -> bool:
-    if outcome.kind != "returned":
-        return False
-    try:
-        return isinstance(observe(spec.validate(*call), call[1], call[2], outcome.result), Observation)
-    except Exception:  # a hostile result: draw no picture
-        return False
 
 
 def _write_json(path: str | None, old: str, new: str, seconds: float, found: Difference | None) -> dict:

@@ -23,7 +23,7 @@ def format_counterexample(cex: Counterexample, actual=None) -> list[str]:
     if cex.check == "validation":
         lines.append(f"expected  ValueError ({cex.rule})" if cex.rule else "expected  ValueError")
         return lines
-    if not spec.is_valid(*cex.call) or not _well_typed(cex, actual):
+    if not drawable(cex.call, actual):
         return lines
     expected = spec.run(*cex.call)
     difference = first_difference(expected, actual)
@@ -35,9 +35,12 @@ def format_counterexample(cex: Counterexample, actual=None) -> list[str]:
     return lines
 
 
-def _well_typed(cex: Counterexample, actual) -> bool:
+def drawable(call, result) -> bool:
+    """True when ``call`` is valid and ``result`` has the contract's shape, so a timeline can be drawn."""
+    if not spec.is_valid(*call):
+        return False
     try:
-        return isinstance(observe(spec.validate(*cex.call), cex.slots, cex.continuous, actual), Observation)
+        return isinstance(observe(spec.validate(*call), call[1], call[2], result), Observation)
     except Exception:  # a hostile result: draw no picture
         return False
 
