@@ -5,7 +5,7 @@
 Columns: the per-job inductive rows (every registry invariant, the lemmas and the
 counting identities) summed and their slowest row; termination_ranking;
 abstraction_refinement; the policy theorem (product induction).  Each claim runs
-in its own child process under the budget (``proofs.z3_run``), one at a time so
+in its own child process under the budget (``proofs.smt.run``), one at a time so
 that the figures do not depend on the other worker.
 """
 
@@ -15,7 +15,8 @@ import argparse
 import statistics
 import sys
 
-from proofs import z3_claims, z3_run
+from proofs.smt import claims as z3_claims
+from proofs.smt import run as z3_run
 
 
 def measure(n: int, budget: float, policy_max: int) -> dict:

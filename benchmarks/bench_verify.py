@@ -33,7 +33,7 @@ def verify_once(path: pathlib.Path, seed: int) -> tuple[float, str, int]:
     with tempfile.TemporaryDirectory() as scratch:
         report = pathlib.Path(scratch) / "report.json"
         command = [
-            sys.executable, "-m", "proofs.cli", "verify", f"{path}:schedule", "--seed", str(seed),
+            sys.executable, "-m", "proofs.cli.main", "verify", f"{path}:schedule", "--seed", str(seed),
             "--db", "none", "--save-dir", scratch, "--json", str(report), "--budget", "60",
         ]
         seconds = timed(command)
@@ -49,7 +49,7 @@ def main() -> int:
     parser.add_argument("--write", metavar="PATH")
     args = parser.parse_args()
 
-    baseline = statistics.median(timed([sys.executable, "-m", "proofs.cli", "--help"]) for _ in range(5))
+    baseline = statistics.median(timed([sys.executable, "-m", "proofs.cli.main", "--help"]) for _ in range(5))
     rows = []
     for path in BUGGY:
         runs = [verify_once(path, seed) for seed in range(args.runs)]

@@ -16,7 +16,7 @@ import os
 import re
 from typing import Any, NamedTuple
 
-from proofs.strategies import IntSubclass, JobDict, JobList
+from proofs.search.strategies import IntSubclass, JobDict, JobList
 
 CHECKS = ("conformance", "validation", "deterministic", "stateful", "step")
 

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import pytest
 
-from proofs import ci_reports
+from proofs.report import ci as ci_reports
 
 HARNESS_OVERRUN = 60.0  # verify ends within budget + 10 s; the child is killed well after that
 
@@ -137,7 +137,7 @@ def _verify(config, target: str) -> VerifyOutcome:
     save_dir = config.getoption("schedcheck_save_dir") or ci_reports.DEFAULT_SAVE_DIR
     scratch = tempfile.mkdtemp(prefix="schedcheck-pytest-")
     json_path = os.path.join(scratch, "verify.json")
-    command = [sys.executable, "-m", "proofs.cli", "verify", target, "--all", "--budget", f"{budget:g}",
+    command = [sys.executable, "-m", "proofs.cli.main", "verify", target, "--all", "--budget", f"{budget:g}",
                "--save-dir", save_dir, "--json", json_path]
     if config.getoption("schedcheck_seed") is not None:
         command += ["--seed", str(config.getoption("schedcheck_seed"))]

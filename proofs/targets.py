@@ -2,7 +2,7 @@
 
 ``parse_target`` checks what can be checked without running the target's code (the
 file exists, the name has a function part).  ``load_callable`` imports it, and is
-only ever called inside the isolated child process (proofs.isolation), so a target
+only ever called inside the isolated child process (proofs.sandbox), so a target
 whose import crashes, hangs or prints cannot take the harness down with it.
 """
 

@@ -7,7 +7,7 @@ type ``int`` (not bool, not any other subclass), with ``arrival >= 0``,
 
 Every other call is outside the domain and must raise ValueError before doing any
 work.  The termination argument rests on these rules: integer tokens >= 1 make the
-remaining work a natural number that every serving tick decreases (proofs/z3_claims.py
+remaining work a natural number that every serving tick decreases (proofs/smt/claims.py
 shows what breaks when each rule is dropped).
 """
 

@@ -12,8 +12,8 @@ import jsonschema
 import pytest
 
 import spec
-from proofs import ci_reports
-from proofs.cli import main
+from proofs.report import ci as ci_reports
+from proofs.cli.main import main
 from proofs.counterexample import Counterexample, save
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -243,7 +243,7 @@ def test_locate_never_imports_the_target(tmp_path):
     (package / "inner" / "__init__.py").write_text("raise SystemExit('imported!')\n")
     (package / "inner" / "sched.py").write_text("import os\nos._exit(3)\n\n\nasync def other(): pass\n\n\ndef schedule(jobs, slots, continuous):\n    return None\n")
     code = (
-        "import sys; from proofs import ci_reports; "
+        "import sys; from proofs.report import ci as ci_reports; "
         "print(ci_reports.locate('boom_pkg.inner.sched:schedule', root=sys.argv[1])); "
         "print(sorted(m for m in sys.modules if m.startswith('boom_pkg')))"
     )

@@ -12,7 +12,7 @@ import re
 import pytest
 
 import spec
-from proofs.cli import main
+from proofs.cli.main import main
 from proofs.counterexample import parse_input_repr
 
 CORPUS = pathlib.Path(__file__).parent / "corpus"

@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from proofs import contracts as C
-from proofs.crosshair_engine import COUNTEREXAMPLE, parse_invocation, run_crosshair
+from proofs.symbolic import contracts as C
+from proofs.symbolic.engine import COUNTEREXAMPLE, parse_invocation, run_crosshair
 from proofs.targets import load_callable, parse_target
 from proofs.views import impl_step, scheduler_from_state, state_from_view
 from spec import STATE_INVARIANTS, initial, step

@@ -1,8 +1,8 @@
-"""proofs.crosshair_diff: CrossHair's behaviour diff finds real differences, and none between correct schedulers."""
+"""proofs.symbolic.diff: CrossHair's behaviour diff finds real differences, and none between correct schedulers."""
 
 import pathlib
 
-from proofs.crosshair_diff import behaviour, crosshair_differences
+from proofs.symbolic.diff import behaviour, crosshair_differences
 from proofs.targets import load_callable, parse_target
 
 CORPUS = pathlib.Path(__file__).parent / "corpus"

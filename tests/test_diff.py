@@ -6,8 +6,8 @@ import shutil
 import subprocess
 import sys
 
-from proofs.cli import main
-from proofs.differential import classify
+from proofs.cli.main import main
+from proofs.search.differential import classify
 
 ROOT = pathlib.Path(__file__).parent.parent
 CORRECT = ROOT / "tests" / "corpus" / "correct"
@@ -65,7 +65,7 @@ def test_base_revision_compares_the_working_tree_impl_with_a_commit(tmp_path):
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "base"], check=True)
     run = lambda: subprocess.run(  # noqa: E731
-        [sys.executable, "-m", "proofs.cli", "diff", "--base", "HEAD", "--seed", "0", "--examples", "100", "--budget", "12"],
+        [sys.executable, "-m", "proofs.cli.main", "diff", "--base", "HEAD", "--seed", "0", "--examples", "100", "--budget", "12"],
         cwd=repo, capture_output=True, text=True, timeout=120,
     )
     same = run()

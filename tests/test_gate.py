@@ -9,7 +9,8 @@ import xml.etree.ElementTree as ET
 import jsonschema
 import pytest
 
-from proofs import cli, gate_command
+from proofs.cli import main as cli
+from proofs.cli import gate as gate_command
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BUGGY = ROOT / "tests" / "corpus" / "buggy"
@@ -18,11 +19,7 @@ SLOT_BUG = f"{BUGGY / 'admits_one_too_many.py'}:schedule"
 
 def gate(argv, extra=None):
     """Run ``schedcheck gate`` in-process, whether or not the lead has registered it in proofs.cli yet."""
-    parser = cli.build_parser()
-    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    if "gate" not in commands.choices:
-        gate_command.add_parsers(commands)
-    args = parser.parse_args(["gate", *argv])
+    args = cli.build_parser().parse_args(["gate", *argv])
     return args.handler(args)
 
 
@@ -178,9 +175,9 @@ def test_prove_runs_as_soon_as_it_is_registered(monkeypatch, tmp_path, capsys, s
 
 
 def test_prove_missing_from_the_build_is_skipped_with_a_line(monkeypatch, tmp_path, capsys):
-    real = gate_command.subcommands
-    monkeypatch.setattr(gate_command, "subcommands", lambda: {k: v for k, v in real().items() if k != "prove"})
-    assert gate(["--skip", "verify", "--out", str(tmp_path / "reports"), "--no-seconds"]) == 0
+    args = cli.build_parser().parse_args(["gate", "--skip", "verify", "--out", str(tmp_path / "reports"), "--no-seconds"])
+    args.command_names = tuple(name for name in args.command_names if name != "prove")
+    assert args.handler(args) == 0
     assert "prove              skipped  -     `schedcheck prove` is not in this build" in capsys.readouterr().out
 
 

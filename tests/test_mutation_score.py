@@ -27,7 +27,7 @@ def recorded_score() -> float:
 
 
 def check(path: str) -> None:
-    from proofs.mutation_command import score
+    from proofs.cli.mutation import score
 
     with open(path) as handle:
         figures = json.load(handle)
@@ -62,7 +62,7 @@ def test_the_killer_kills_a_hand_made_mutant(tmp_path, name):
     source = (tmp_path / "impl" / filename).read_text()
     assert source.count(old) == 1, f"impl/{filename} changed: the mutant {name} no longer applies"
     (tmp_path / "impl" / filename).write_text(source.replace(old, new))
-    command = [sys.executable, "-m", "proofs.cli", "verify", "impl:schedule", "--budget", "30", "--seed", "0",
+    command = [sys.executable, "-m", "proofs.cli.main", "verify", "impl:schedule", "--budget", "30", "--seed", "0",
                "--db", "none", "--examples", "50", "--save-dir", str(tmp_path / "saved")]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]))
     run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)

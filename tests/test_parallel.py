@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from proofs.hypothesis_engine import CHECKS
-from proofs.parallel import plan, run_parallel
+from proofs.search.engine import CHECKS
+from proofs.search.parallel import plan, run_parallel
 from proofs.targets import parse_target
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -15,7 +15,7 @@ BUGGY = os.path.join(ROOT, "tests", "corpus", "buggy")
 
 
 def verify(tmp_path, *args):
-    command = [sys.executable, "-m", "proofs.cli", "verify", *args, "--db", "none", "--budget", "40"]
+    command = [sys.executable, "-m", "proofs.cli.main", "verify", *args, "--db", "none", "--budget", "40"]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
 

@@ -4,9 +4,8 @@ import pytest
 from hypothesis import settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from proofs.profiles import (
-    PROFILES, GuardedDatabase, get_profile, open_database, parse_redis_url, register_profiles, search_options,
-)
+from proofs.search.database import GuardedDatabase, open_database, parse_redis_url
+from proofs.search.profiles import PROFILES, get_profile, register_profiles, search_options
 
 
 def test_three_profiles_are_registered_with_hypothesis():

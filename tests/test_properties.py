@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 import impl
 import spec
-from proofs.relations import check_relations
-from proofs.strategies import valid_calls
+from proofs.search.relations import check_relations
+from proofs.search.strategies import valid_calls
 from proofs.targets import load_callable, parse_target
 
 CORRECT = pathlib.Path(__file__).parent / "corpus" / "correct"

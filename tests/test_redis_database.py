@@ -93,7 +93,7 @@ def target(tmp_path):
 def verify(cwd, target, *args, env=None):
     """``schedcheck verify`` in ``cwd``; returns the finished process."""
     cwd.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "proofs.cli", "verify", target, "--budget", "40", *args]
+    command = [sys.executable, "-m", "proofs.cli.main", "verify", target, "--budget", "40", *args]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     full_env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {}))
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=full_env, timeout=300)
@@ -160,7 +160,7 @@ def test_the_run_goes_on_with_the_local_database_when_redis_goes_away(tmp_path, 
 
 
 def test_open_database_reads_and_writes_both_and_survives_the_server(tmp_path, redis_server):
-    from proofs.profiles import SharedDatabase, open_database
+    from proofs.search.profiles import SharedDatabase, open_database
 
     port, server = redis_server
     warnings = []

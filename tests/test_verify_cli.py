@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from proofs.cli import main
+from proofs.cli.main import main
 from proofs.counterexample import Counterexample, parse_input_repr
-from proofs.report import format_counterexample
+from proofs.report.text import format_counterexample
 
 BUGGY = pathlib.Path(__file__).parent / "corpus" / "buggy"
 SLOT_BUG = f"{BUGGY / 'admits_one_too_many.py'}:schedule"
@@ -17,7 +17,7 @@ SLOT_BUG = f"{BUGGY / 'admits_one_too_many.py'}:schedule"
 
 def run_cli(*args, cwd=None):
     return subprocess.run(
-        [sys.executable, "-m", "proofs.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+        [sys.executable, "-m", "proofs.cli.main", *args], capture_output=True, text=True, cwd=cwd, timeout=120
     )
 
 

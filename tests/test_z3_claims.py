@@ -6,7 +6,10 @@ import time
 
 import pytest
 
-from proofs import prove_command, z3_claims, z3_model, z3_run
+from proofs.cli import prove as prove_command
+from proofs.smt import claims as z3_claims
+from proofs.smt import model as z3_model
+from proofs.smt import run as z3_run
 
 SMALL = 3
 

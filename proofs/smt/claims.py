@@ -6,7 +6,7 @@ What it establishes (each a row of ``schedcheck prove``; ``claims(max_jobs)`` li
   initiation (Init => Inv) and consecution (Inv and Step => Inv') for n symbolic
   jobs with unbounded integer values, both policies (the policy is a symbolic
   Bool).  Consecution assumes the strengthening invariants listed in ``SUPPORT``;
-  the ``LEMMAS`` of ``proofs.z3_model`` are rows of their own, proved the same way,
+  the ``LEMMAS`` of ``proofs.smt.model`` are rows of their own, proved the same way,
   and a row counts as proved only when everything it assumes is proved;
 - ``lemma:counting_identities``: the per-job counting identities the other proofs
   use are valid consequences of the step relation;
@@ -27,7 +27,7 @@ What it establishes (each a row of ``schedcheck prove``; ``claims(max_jobs)`` li
 - ``worked_example_*``: the chapter's examples on the encoding (bounded: the run
   is unrolled to its end).
 
-Assumptions: the encoding of ``proofs.z3_model`` (tested against ``spec.step``).
+Assumptions: the encoding of ``proofs.smt.model`` (tested against ``spec.step``).
 Bounds: per-job claims for exactly n = ``max_jobs`` jobs (``bound`` says so);
 the abstraction claims for any n.  Nothing runs at import time.
 """
@@ -39,8 +39,8 @@ from functools import partial
 
 import z3
 
-from proofs import z3_model as M
-from proofs.z3_run import Claim
+from proofs.smt import model as M
+from proofs.smt.run import Claim
 
 # What each consecution assumes of the pre-state, besides the claim itself and
 # every_job_completes_once (the representation's 0 <= adm <= n).  Found as unsat
@@ -97,9 +97,9 @@ def state_invariant_names() -> list[str]:
     names = [inv.name for inv in STATE_INVARIANTS]
     for name in names:
         if name not in M.PREDICATES:
-            raise KeyError(f"state invariant {name!r} has no Z3 encoding in proofs.z3_model.PREDICATES")
+            raise KeyError(f"state invariant {name!r} has no Z3 encoding in proofs.smt.model.PREDICATES")
         if name not in SUPPORT:
-            raise KeyError(f"state invariant {name!r} has no SUPPORT entry in proofs.z3_claims")
+            raise KeyError(f"state invariant {name!r} has no SUPPORT entry in proofs.smt.claims")
     return names
 
 

@@ -1,94 +1,24 @@
-"""Settings profiles and the example database of a verify run.
+"""Hypothesis example databases for schedcheck: a local directory, optionally shared through Redis, guarded.
 
-What it provides: three profiles, ``dev`` (the default: random, 500 valid calls),
-``ci`` (seeded, bounded, no wall-clock health checks) and ``nightly`` (long: many
-more examples), which ``register_profiles()`` registers with Hypothesis as
-``schedcheck-dev``, ``schedcheck-ci`` and ``schedcheck-nightly`` for the test suite; and ``open_database(spec)``, the
-example database a run reads and writes: a directory (default
-``.hypothesis/examples``), ``none``, or ``redis://HOST:PORT[/DB]``, a Redis database
-shared between machines that is always paired with the local directory.
-
-What it assumes: the shared database is Hypothesis's RedisExampleDatabase (the
-``redis`` package), reached over a trusted network.  A Redis server that is
-unreachable at the start, or goes away during the run, costs the run nothing but
-the sharing: one line on stderr, then the local database alone.
-
-Bounds: the ``ci`` profile is derandomised by a fixed seed, not by Hypothesis's
-``derandomize=True``, because that setting switches the example database off, and
-a CI runner must replay what another runner found.  No work at import time.
+``open_database`` turns ``--db`` (a folder, ``none`` or ``redis://HOST:PORT/DB``) into an
+``ExampleDatabase``; a shared Redis database is used together with the local one, and
+a server that is unreachable or goes away mid-run degrades to the local database with
+one line on stderr.  ``GuardedDatabase`` keeps a failing database from failing a run.
+No work at import time.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable
 from urllib.parse import urlsplit
 
-from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
 DEFAULT_DATABASE = os.path.join(".hypothesis", "examples")
 REDIS_CONNECT_SECONDS = 2.0  # a shared database that answers slower than this is unreachable
 REDIS_CALL_SECONDS = 5.0
-
-
-class Profile(NamedTuple):
-    """What a profile sets for a verify run."""
-
-    name: str
-    examples: int  # valid calls of the conformance search; the other checks scale with it
-    seed: int | None  # None: a fresh random seed every run
-    budget: float  # suggested --budget in seconds
-    hypothesis: dict  # settings for Hypothesis's own @given tests (the test suite)
-
-
-PROFILES = {
-    "dev": Profile(
-        "dev", examples=500, seed=None, budget=60.0,
-        hypothesis={"max_examples": 100, "deadline": None},
-    ),
-    "ci": Profile(
-        "ci", examples=200, seed=0, budget=120.0,
-        hypothesis={
-            "max_examples": 100, "deadline": None, "derandomize": True, "database": None,
-            "print_blob": True, "suppress_health_check": [HealthCheck.too_slow],
-        },
-    ),
-    "nightly": Profile(
-        "nightly", examples=20_000, seed=None, budget=3600.0,
-        hypothesis={"max_examples": 5_000, "deadline": None, "suppress_health_check": [HealthCheck.too_slow]},
-    ),
-}
-DEFAULT_PROFILE = "dev"
-
-
-def register_profiles() -> None:
-    """Register ``schedcheck-dev``, ``schedcheck-ci`` and ``schedcheck-nightly`` with Hypothesis
-    (``pytest --hypothesis-profile=schedcheck-ci``)."""
-    for profile in PROFILES.values():
-        settings.register_profile(f"schedcheck-{profile.name}", **profile.hypothesis)
-
-
-def get_profile(name: str | None) -> Profile:
-    """The profile called ``name`` (None: the default, ``dev``)."""
-    name = DEFAULT_PROFILE if name is None else name
-    if name not in PROFILES:
-        raise ValueError(f"profile={name!r}: expected one of {', '.join(PROFILES)}")
-    return PROFILES[name]
-
-
-def search_options(name: str | None, *, examples: int | None = None, seed: int | None = None) -> dict:
-    """Keyword arguments for ``Search`` under a profile: ``seed`` and ``examples`` (per check).
-
-    An explicit ``examples`` or ``seed`` (from the command line) wins over the profile's."""
-    from proofs.hypothesis_engine import examples_for
-
-    profile = get_profile(name)
-    return {
-        "seed": profile.seed if seed is None else seed,
-        "examples": examples_for(profile.examples if examples is None else examples),
-    }
 
 
 # -- the example database ------------------------------------------------------------------

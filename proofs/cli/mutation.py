@@ -50,7 +50,7 @@ def test_verify_kills_the_mutant(tmp_path):
     scheduler.step()
     scheduler.view()
     # verify in a child process: it inherits MUTANT_UNDER_TEST and imports this copy of impl
-    command = [sys.executable, "-m", "proofs.cli", "verify", "impl:schedule", "--budget", "{budget}",
+    command = [sys.executable, "-m", "proofs.cli.main", "verify", "impl:schedule", "--budget", "{budget}",
                "--seed", "{seed}", "--db", "none", "--examples", "{examples}", "--save-dir", str(tmp_path)]
     run = subprocess.run(command, cwd=os.getcwd(), capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=os.getcwd()))

@@ -1,6 +1,6 @@
 """The CrossHair engine inside `schedcheck verify`: isolated, and through the common pipeline.
 
-``run_contracts`` runs ``proofs.crosshair_engine.run_crosshair`` in a forked child
+``run_contracts`` runs ``proofs.symbolic.engine.run_crosshair`` in a forked child
 that loads the target itself (so a target whose import crashes cannot take the
 harness down) and is killed if it overruns its deadline.  ``to_counterexamples``
 then sends every counterexample CrossHair found through the same judging and
@@ -18,7 +18,7 @@ from dataclasses import asdict
 
 import spec
 from proofs.counterexample import Counterexample
-from proofs.minimize import minimize_invalid_call
+from proofs.search.minimize import minimize_invalid_call
 from proofs.targets import Target, TargetError, load_callable
 
 ENGINE = "crosshair"
@@ -38,7 +38,7 @@ def _contract_count(ours: bool, names) -> int:
 
 def _child(connection, target: Target, seconds: float, per_condition: float, names) -> None:
     os.setpgrp()  # one process group with the engine's workers, killed together
-    from proofs.crosshair_engine import run_crosshair
+    from proofs.symbolic.engine import run_crosshair
 
     try:
         function = None if target.is_default else load_callable(target)

@@ -1,7 +1,7 @@
 """The ``schedcheck`` command: one parser, one handler per subcommand, each returning an exit code.
 
-Exit codes: 0 nothing found or all proved; 1 counterexample or refuted; 2 usage
-error, import error or unknown.
+Exit codes: the one table of ``proofs.outcomes`` (0 pass; 1 fail; 2 incomplete,
+unknown or error), printed by ``schedcheck --help``.
 """
 
 from __future__ import annotations
@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from proofs import diff_command, gate_command, mutation_command, prove_command, verify_command
+from proofs.cli import diff as diff_command
+from proofs.cli import gate as gate_command
+from proofs.cli import mutation as mutation_command
+from proofs.cli import prove as prove_command
+from proofs.cli import verify as verify_command
+from proofs.outcomes import EXIT_CODES_HELP
 
-EXIT_CODES = """exit codes:
-  0  nothing found / everything proved
-  1  a counterexample was found / a claim was refuted
-  2  usage error, target could not be loaded, or a result is unknown"""
+EXIT_CODES = EXIT_CODES_HELP
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -46,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     mutation_command.add_parsers(commands)
     diff_command.add_parsers(commands)
     prove_command.register(commands)
-    gate_command.add_parsers(commands)
+    gate_command.add_parsers(commands, run_cli=main, command_names=tuple(commands.choices))
     return parser
 
 

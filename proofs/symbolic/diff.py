@@ -6,7 +6,7 @@ on typed wrappers of OLD and NEW and returns concrete calls
 ``(jobs, slots, continuous)`` on which the two behave differently, each one re-run
 concretely (outside CrossHair) and seen to differ.  Behaviour is compared as a
 caller sees it: ``("returned", result)`` or ``("raised", exception class name)``, so
-two ValueErrors with different messages behave alike (as in proofs.differential).
+two ValueErrors with different messages behave alike (as in proofs.search.differential).
 An empty list means only that no difference turned up on the paths CrossHair
 explored within the time: a search, never a proof of equivalence (CrossHair reports
 exhaustion, but we do not turn that into a claim).

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import spec
-from proofs.isolation import Outcome, TargetProcess
+from proofs.sandbox import Outcome, TargetProcess
 
 ORDER = {name: index for index, name in enumerate(spec.NAMES)}
 

@@ -12,10 +12,10 @@ What it runs, in order, stopping at the first counterexample (``--all`` goes on)
    queues, ties and large gaps between the policies (a failure that does not repeat
    in a fresh process is reported as ``deterministic``);
 4. repeated calls, each in a fresh process and after other calls, rejected ones
-   included (``deterministic``); then related calls side by side (proofs.relations:
+   included (``deterministic``); then related calls side by side (proofs.search.relations:
    both policies, one slot, a slot per job);
 5. bad inputs combined at random (``strategies.corrupted_calls``);
-6. for our own impl, the stateful test of the online Scheduler (proofs.stateful).
+6. for our own impl, the stateful test of the online Scheduler (proofs.search.stateful).
 
 Bounds: the target runs in a child process with a wall-clock limit per call (a hang
 is a ``termination`` counterexample) and a memory cap; the whole run stops at its
@@ -37,12 +37,12 @@ from hypothesis import target as hypothesis_target
 
 import spec
 from proofs.counterexample import Counterexample
-from proofs.isolation import TargetProcess
-from proofs.judge import Finding, judge_invalid_call, judge_repeated_call, judge_valid_call
-from proofs.profiles import GuardedDatabase
-from proofs.minimize import minimize_invalid_call, minimize_valid_call
-from proofs.relations import broken_relations, related_calls
-from proofs.strategies import bad_calls, corrupted_calls, valid_calls
+from proofs.sandbox import TargetProcess
+from proofs.search.judge import Finding, judge_invalid_call, judge_repeated_call, judge_valid_call
+from proofs.search.database import GuardedDatabase
+from proofs.search.minimize import minimize_invalid_call, minimize_valid_call
+from proofs.search.relations import broken_relations, related_calls
+from proofs.search.strategies import bad_calls, corrupted_calls, valid_calls
 
 ENGINE = "hypothesis"
 HYPOTHESIS_SHRINK_SECONDS = 0.3  # then the deterministic minimiser takes over
@@ -104,7 +104,7 @@ class Search:
         self.deadline = deadline
         self.seed = seed
         self.find_all = find_all
-        self.database = database  # an ExampleDatabase (proofs.profiles.open_database), or None
+        self.database = database  # an ExampleDatabase (proofs.search.database.open_database), or None
         self.saved_dir = saved_dir
         self.progress = progress or (lambda check, count: None)
         self.examples = dict(EXAMPLES, **(examples or {}))
@@ -270,7 +270,7 @@ class Search:
         self._search("validation", corrupted_calls(), judge, minimize, rule="a corrupted input")
 
     def _stateful(self) -> None:
-        from proofs.stateful import run_stateful
+        from proofs.search.stateful import run_stateful
 
         failure = run_stateful(self.examples["stateful"], self.seed)
         if failure is not None:

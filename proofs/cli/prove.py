@@ -1,7 +1,7 @@
 """The ``schedcheck prove`` subcommand: run every Z3 claim and print the ledger.
 
-What it establishes: the ledger reports, per claim, what ``proofs.z3_claims``
-returned within the wall-clock budget (``proofs.z3_run``).  Exit 0 when every
+What it establishes: the ledger reports, per claim, what ``proofs.smt.claims``
+returned within the wall-clock budget (``proofs.smt.run``).  Exit 0 when every
 claim is proved, 1 when one is refuted, 2 when one is unknown (a timeout is never a
 pass).  Bounds: per-job claims at n = ``--max-jobs``; abstraction claims for any n.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from proofs import ci_reports
+from proofs.report import ci as ci_reports
 
 HELP_EPILOG = """exit codes:
   0  every claim proved
@@ -29,7 +29,7 @@ DEFAULT_POLICY_JOBS = 12
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add ``prove`` to an argparse subparsers object; its handler returns the exit code."""
-    from proofs.z3_model import MUTANTS
+    from proofs.smt.model import MUTANTS
 
     parser = subparsers.add_parser(
         "prove",
@@ -59,7 +59,8 @@ def register(subparsers) -> argparse.ArgumentParser:
 def prove(max_jobs: int = DEFAULT_MAX_JOBS, budget: float = DEFAULT_BUDGET, mutant: str | None = None,
           only: list[str] | None = None, workers: int = 2, policy_jobs: int | None = DEFAULT_POLICY_JOBS) -> list[dict]:
     """The ledger rows (with a ``detail`` field beside the JSON's six)."""
-    from proofs import z3_claims, z3_run
+    from proofs.smt import claims as z3_claims
+    from proofs.smt import run as z3_run
 
     claims = z3_claims.claims(max_jobs, mutant, policy_jobs)
     if only:  # the selected claims and every row they assume
@@ -76,7 +77,7 @@ def prove(max_jobs: int = DEFAULT_MAX_JOBS, budget: float = DEFAULT_BUDGET, muta
 
 
 def as_json(rows: list[dict]) -> dict:
-    from proofs.z3_run import verdict
+    from proofs.smt.run import verdict
 
     keys = ("claim", "status", "method", "bound", "seconds", "counterexample")
     return {"verdict": verdict(rows), "results": [{k: row[k] for k in keys} for row in rows]}
@@ -103,7 +104,7 @@ def _counterexample_lines(row: dict) -> list[str]:
 
 def render(rows: list[dict], seconds: bool = True, mutant: str | None = None) -> str:
     """The printed ledger: one row per claim, seconds last (omitted with seconds=False)."""
-    from proofs.z3_run import verdict
+    from proofs.smt.run import verdict
 
     header = ["claim", "status", "method", "bound"] + (["seconds"] if seconds else [])
     table = [[r["claim"], r["status"], r["method"], r["bound"]] + ([f"{r['seconds']:.2f}"] if seconds else []) for r in rows]
@@ -123,7 +124,7 @@ def render(rows: list[dict], seconds: bool = True, mutant: str | None = None) ->
 
 def handle(args: argparse.Namespace) -> int:
     """The ``prove`` handler: run, print, write JSON, return 0/1/2."""
-    from proofs.z3_run import exit_code
+    from proofs.smt.run import exit_code
 
     if args.max_jobs < 1:
         print(f"schedcheck prove: --max-jobs={args.max_jobs!r}: expected an int >= 1")

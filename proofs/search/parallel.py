@@ -1,9 +1,9 @@
 """``verify --workers N``: the independent checks of one verify run, spread over N processes.
 
-What it establishes: the same as one Search (proofs.hypothesis_engine), for the same
+What it establishes: the same as one Search (proofs.search.engine), for the same
 checks; each check runs in a worker process of its own with its own TargetProcess,
 Search and example database, and the results are merged in the fixed order of
-``hypothesis_engine.CHECKS``, whatever order the workers finish in.
+``proofs.search.engine.CHECKS``, whatever order the workers finish in.
 
 What it assumes: the checks are independent (each needs only the target, the seed
 and the database), and ``time.monotonic()`` is one clock for every process of the
@@ -52,7 +52,7 @@ class _Task(NamedTuple):
 
 def plan(stateful: bool) -> list[str]:
     """The checks a worker pool shares out, in the order their results are merged."""
-    from proofs.hypothesis_engine import CHECKS
+    from proofs.search.engine import CHECKS
 
     return [check for check in CHECKS if check != "replay" and (stateful or check != "stateful")]
 
@@ -73,7 +73,7 @@ def run_parallel(
     """Run one verify search of ``target`` with its checks spread over ``workers`` processes."""
     if workers < 1:
         raise ValueError(f"workers={workers!r}: expected an int >= 1")
-    from proofs.profiles import open_database
+    from proofs.search.database import open_database
 
     # the saved counterexamples first, here; and the database is opened once here, so an
     # unreachable Redis server is reported once and the workers use the local one only
@@ -156,9 +156,9 @@ def _warn_once(message: str) -> None:
 
 def _run_task(task: _Task, database=None):
     """One check in this process: (index, found, calls, unfinished, cancelled)."""
-    from proofs.hypothesis_engine import Search
-    from proofs.isolation import TargetProcess
-    from proofs.profiles import open_database
+    from proofs.search.engine import Search
+    from proofs.sandbox import TargetProcess
+    from proofs.search.database import open_database
 
     first_found = _shared.get("first_found")
     if first_found is not None and not task.find_all and first_found.value < task.index:

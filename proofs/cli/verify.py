@@ -9,13 +9,14 @@ import sys
 import time
 
 import spec
-from proofs import ci_reports
+from proofs.report import ci as ci_reports
 from proofs.counterexample import Counterexample, load, save
-from proofs.isolation import InProcessTarget, TargetProcess
-from proofs.crosshair_bridge import ledger
-from proofs.report import format_counterexample, summary_line
+from proofs.sandbox import InProcessTarget, TargetProcess
+from proofs.symbolic.bridge import ledger
+from proofs.report.text import format_counterexample, summary_line
 from proofs.targets import DEFAULT_TARGET, TargetError, parse_target
 
+ENGINES = ("hypothesis", "crosshair")  # the engines of `verify --engine`, in the order `all` runs them
 SAVED_DIR = os.path.join(".schedcheck", "counterexamples")
 OVERRUN_SECONDS = 10.0  # the run ends within budget + this, whatever the target does
 
@@ -53,7 +54,7 @@ def add_parsers(commands) -> None:
         "target", nargs="?", default=DEFAULT_TARGET,
         help="path/to/file.py:function or package.module:function (default: %(default)s)",
     )
-    verify.add_argument("--engine", choices=("hypothesis", "crosshair", "all"), default="hypothesis")
+    verify.add_argument("--engine", choices=(*ENGINES, "all"), default="hypothesis")
     verify.add_argument(
         "--budget", type=float, default=None, metavar="SECONDS",
         help="bound on the whole run (default: the profile's, 60 for dev, 120 for ci, 3600 for nightly)",
@@ -108,7 +109,8 @@ def _fail_usage(message: str) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    from proofs.profiles import get_profile, open_database, search_options
+    from proofs.search.database import open_database
+    from proofs.search.profiles import get_profile, search_options
 
     if args.budget is None:
         args.budget = get_profile(args.profile).budget
@@ -136,11 +138,11 @@ def run_verify(args: argparse.Namespace) -> int:
                 found = [(cex, None)]
             else:
                 if args.engine in ("hypothesis", "all"):
-                    from proofs.hypothesis_engine import Search
+                    from proofs.search.engine import Search
 
                     options = search_options(args.profile, examples=args.examples, seed=args.seed)
                     if args.workers > 1 and isolated:
-                        from proofs.parallel import run_parallel
+                        from proofs.search.parallel import run_parallel
 
                         process.close()  # each worker starts its own
                         merged = run_parallel(
@@ -158,8 +160,8 @@ def run_verify(args: argparse.Namespace) -> int:
                         found += [(f.counterexample, f.actual) for f in search.run(stateful=target.is_default)]
                         calls, unfinished = search.calls_tried, search.unfinished
                 if args.engine in ("crosshair", "all") and (args.all or not found):
-                    from proofs.crosshair_bridge import run_contracts, to_counterexamples
-                    from proofs.hypothesis_engine import Search
+                    from proofs.symbolic.bridge import run_contracts, to_counterexamples
+                    from proofs.search.engine import Search
 
                     names = tuple(args.invariant) if args.invariant else None
                     contracts = run_contracts(target, max(1.0, deadline - time.monotonic()), names)
@@ -222,7 +224,7 @@ def run_replay(args: argparse.Namespace) -> int:
         target = parse_target(args.target or found_on or DEFAULT_TARGET)
     except TargetError as error:
         return _fail_usage(str(error))
-    from proofs.hypothesis_engine import Search
+    from proofs.search.engine import Search
 
     try:
         with TargetProcess(target) as process:
@@ -258,7 +260,7 @@ def _write_regression_test(path: str, cex: Counterexample, target: str) -> None:
         f"def test_{cex.property}_regression(tmp_path):",
         '    saved = tmp_path / "cex.json"',
         "    saved.write_text(json.dumps(COUNTEREXAMPLE))",
-        f"    command = [sys.executable, '-m', 'proofs.cli', 'replay', str(saved), {target!r}]",
+        f"    command = [sys.executable, '-m', 'proofs.cli.main', 'replay', str(saved), {target!r}]",
         "    run = subprocess.run(command, capture_output=True, text=True)",
         "    assert run.returncode == 0, run.stdout + run.stderr",
         "",

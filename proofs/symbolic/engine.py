@@ -2,7 +2,7 @@
 
 What it establishes.  For our impl (``target=None``) it runs, for every state invariant
 of the registry and for the ``reachable_shape`` assumption, the one-step contract of
-``proofs.contracts`` on ``spec.step`` and on ``impl.Scheduler.step`` (or on
+``proofs.symbolic.contracts`` on ``spec.step`` and on ``impl.Scheduler.step`` (or on
 ``scheduler_class``), then the validation contracts of ``impl.schedule``.  For an
 external target, which only has ``schedule(jobs, slots, continuous)``, it runs the
 validation contracts and compares whole runs with ``spec.check`` on small inputs.
@@ -10,7 +10,7 @@ validation contracts and compares whole runs with ``spec.check`` on small inputs
 Each contract gets one outcome, and only CrossHair's own verdict decides it:
 
 - ``confirmed``: CrossHair reported the condition confirmed over all paths (it
-  exhausted every path of the bounded domain of ``proofs.contracts``);
+  exhausted every path of the bounded domain of ``proofs.symbolic.contracts``);
 - ``no counterexample within N s``: the search stopped (per-condition timeout, or
   the child was killed at the wall-clock deadline) with nothing found.  Never a proof;
 - ``counterexample``: CrossHair found an input that breaks the contract, and a
@@ -19,7 +19,7 @@ Each contract gets one outcome, and only CrossHair's own verdict decides it:
   not meet the precondition in time, a contract could not be parsed, the child
   crashed).  Never a pass.
 
-Assumptions and bounds: those of ``proofs.contracts`` (at most 3 jobs, job k has id
+Assumptions and bounds: those of ``proofs.symbolic.contracts`` (at most 3 jobs, job k has id
 k in the step contracts, small slots; one step, not a whole run).  Every contract
 runs in a forked child process (POSIX ``fork``) that is killed at its wall-clock
 deadline, so a stuck solver cannot hang the caller; ``per_condition_seconds`` is
@@ -89,7 +89,7 @@ def run_crosshair(
         raise ValueError(
             f"budget_seconds={budget_seconds!r}, per_condition_seconds={per_condition_seconds!r}: expected both > 0"
         )
-    from proofs import contracts as C
+    from proofs.symbolic import contracts as C
 
     if target is None:
         import impl

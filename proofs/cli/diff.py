@@ -11,13 +11,13 @@ import sys
 import tempfile
 import time
 
-from proofs import ci_reports
+from proofs.report import ci as ci_reports
 from proofs.counterexample import Counterexample
-from proofs.differential import Difference, DifferentialSearch
-from proofs.isolation import TargetProcess
+from proofs.search.differential import Difference, DifferentialSearch
+from proofs.sandbox import TargetProcess
 from proofs.targets import Target, TargetError, parse_target
-from proofs.report import drawable
-from proofs.timeline import render
+from proofs.report.text import drawable
+from proofs.report.timeline import render
 from spec.oracle import first_difference
 
 
@@ -99,7 +99,7 @@ def _compare(old: Target, new: Target, args, started: float) -> int:
         left = deadline - time.monotonic()
         symbolic_seconds = 0.0
         if found is None and left > 2.0:
-            from proofs.crosshair_diff import crosshair_differences
+            from proofs.symbolic.diff import crosshair_differences
 
             search.deadline = deadline
             symbolic_seconds = 0.8 * left

@@ -5,9 +5,9 @@ What it establishes: what its steps establish, no more.  It runs, in this order,
 each with the whole budget and ``--all``, so every broken invariant is reported, not
 only the first), ``diff --base GITREV`` when ``--base`` is given, and
 ``prove`` when that subcommand is registered, each in-process through
-``proofs.cli.main`` with an argument list, each writing its ``--json`` report into
+``proofs.cli.main.main`` with an argument list, each writing its ``--json`` report into
 ``--out``.  From each report it writes the step's JUnit XML and SARIF 2.1.0
-(``proofs.ci_reports``), then prints one summary table and exits with one code.
+(``proofs.report.ci``), then prints one summary table and exits with one code.
 
 Bounds: ``--budget`` is handed to each step (verify's and diff's whole-run bound,
 prove's per-claim bound), so the gate takes about one budget per step plus the
@@ -28,7 +28,8 @@ import sys
 import time
 from typing import NamedTuple
 
-from proofs import ci_reports
+from proofs.report import ci as ci_reports
+from proofs.cli.verify import ENGINES
 from proofs.targets import DEFAULT_TARGET, TargetError, parse_target
 
 DEFAULT_OUT = "schedcheck-reports"
@@ -65,7 +66,10 @@ class Step(NamedTuple):
     seconds: float
 
 
-def add_parsers(commands) -> None:
+def add_parsers(commands, *, run_cli, command_names) -> None:
+    """Add ``gate``; it runs the other subcommands (``command_names``) through ``run_cli(argv)``.
+
+    Both are passed in by ``proofs.cli.main`` so that this module never imports it."""
     gate = commands.add_parser(
         "gate",
         help="the one command a CI job runs: verify, diff against a base revision, prove",
@@ -91,7 +95,7 @@ def add_parsers(commands) -> None:
     gate.add_argument("--skip", action="append", default=[], metavar="STEP",
                       help="leave a step out (repeatable): verify (every engine), verify-ENGINE, diff or prove")
     gate.add_argument("--no-seconds", action="store_true", help="leave the seconds column out of the summary")
-    gate.set_defaults(handler=run_gate)
+    gate.set_defaults(handler=run_gate, run_cli=run_cli, command_names=command_names)
 
 
 def _fail_usage(message: str) -> int:
@@ -99,30 +103,12 @@ def _fail_usage(message: str) -> int:
     return 2
 
 
-def subcommands() -> dict[str, argparse.ArgumentParser]:
-    """The subcommands of this build's ``schedcheck`` parser, by name."""
-    from proofs.cli import build_parser
-
-    for action in build_parser()._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices)
-    return {}
-
-
-def _engine_choices(verify_parser: argparse.ArgumentParser) -> list[str]:
-    """verify's ``--engine`` choices, in order, less ``all``."""
-    for action in verify_parser._actions:
-        if "--engine" in action.option_strings:
-            return [c for c in action.choices or () if c != "all"]
-    return ["hypothesis"]
-
-
-def available_engines(verify_parser: argparse.ArgumentParser) -> tuple[list[str], list[str]]:
-    """(engines this build can run, engines it lists but cannot run) from verify's ``--engine`` choices."""
+def available_engines() -> tuple[list[str], list[str]]:
+    """(engines this build can run, engines verify lists but this build cannot run: their package is missing)."""
     import importlib.util
 
     have, missing = [], []
-    for engine in _engine_choices(verify_parser):
+    for engine in ENGINES:
         package = ENGINE_PACKAGES.get(engine, engine)
         try:
             found = importlib.util.find_spec(package) is not None
@@ -151,8 +137,8 @@ def run_gate(args: argparse.Namespace) -> int:
         os.makedirs(out, exist_ok=True)
     except OSError as error:
         return _fail_usage(f"--out {out!r}: {error.strerror or error}")
-    commands = subcommands()
-    engines, missing = available_engines(commands["verify"])
+    commands = args.command_names
+    engines, missing = available_engines()
     known = {"verify", "diff", "prove", *(f"verify-{e}" for e in engines + missing)}
     strange = [name for name in args.skip if name not in known]
     if strange:
@@ -161,7 +147,7 @@ def run_gate(args: argparse.Namespace) -> int:
     _clear_reports(out)
 
     steps: list[Step] = []
-    for engine in [e for e in _engine_choices(commands["verify"]) if e in engines or e in missing]:
+    for engine in ENGINES:
         name = f"verify-{engine}"
         if engine in missing:
             steps.append(Step(name, "skipped", None, f"{ENGINE_PACKAGES.get(engine, engine)} is not installed", (), 0.0))
@@ -170,21 +156,21 @@ def run_gate(args: argparse.Namespace) -> int:
             continue
         argv = ["verify", args.target, "--engine", engine, "--all", "--budget", f"{args.budget:g}", "--save-dir", save_dir]
         argv += _common(args) + (["--db", args.db] if args.db else [])
-        steps.append(_run_step(name, "verify", argv, out, args.target, save_dir, f"engine={engine}"))
+        steps.append(_run_step(args.run_cli, name, "verify", argv, out, args.target, save_dir, f"engine={engine}"))
     if "diff" in args.skip:
         steps.append(Step("diff", "skipped", None, "--skip diff", (), 0.0))
     elif args.base is None:
         steps.append(Step("diff", "skipped", None, "no --base given", (), 0.0))
     else:
         argv = ["diff", "--base", args.base, "--budget", f"{args.budget:g}", *_common(args)]
-        steps.append(_run_step("diff", "diff", argv, out, args.target, save_dir, f"impl at {args.base} -> working tree"))
+        steps.append(_run_step(args.run_cli, "diff", "diff", argv, out, args.target, save_dir, f"impl at {args.base} -> working tree"))
     if "prove" in args.skip:
         steps.append(Step("prove", "skipped", None, "--skip prove", (), 0.0))
     elif "prove" not in commands:
         steps.append(Step("prove", "skipped", None, "`schedcheck prove` is not in this build", (), 0.0))
     else:
         argv = ["prove", "--budget", f"{args.budget:g}"]
-        steps.append(_run_step("prove", "prove", argv, out, "spec", save_dir, "Z3 claims about the spec"))
+        steps.append(_run_step(args.run_cli, "prove", "prove", argv, out, "spec", save_dir, "Z3 claims about the spec"))
 
     code = combined_exit_code([s.exit_code for s in steps])
     table = summary(steps, seconds=not args.no_seconds)
@@ -212,10 +198,8 @@ def _clear_reports(out: str) -> None:
                 os.remove(os.path.join(out, name))
 
 
-def call_cli(argv: list[str]) -> tuple[int, str]:
-    """Run ``proofs.cli.main(argv)`` in this process; return its exit code and everything it printed."""
-    from proofs.cli import main
-
+def call_cli(main, argv: list[str]) -> tuple[int, str]:
+    """Run ``main(argv)`` (the ``schedcheck`` command) in this process; return its exit code and everything it printed."""
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
         try:
@@ -228,14 +212,14 @@ def call_cli(argv: list[str]) -> tuple[int, str]:
     return (code if code is not None else 0), buffer.getvalue()
 
 
-def _run_step(name: str, kind: str, argv: list[str], out: str, target: str, save_dir: str, detail: str) -> Step:
+def _run_step(run_cli, name: str, kind: str, argv: list[str], out: str, target: str, save_dir: str, detail: str) -> Step:
     json_path = os.path.join(out, f"{name}.json")
     junit_path = os.path.join(out, f"{name}.junit.xml")
     sarif_path = os.path.join(out, f"{name}.sarif")
     log_path = os.path.join(out, f"{name}.log")
     argv = [*argv, "--json", json_path]
     started = time.monotonic()
-    code, printed = call_cli(argv)
+    code, printed = call_cli(run_cli, argv)
     seconds = time.monotonic() - started
     command = "schedcheck " + " ".join(shlex.quote(a) for a in argv)
     with open(log_path, "w", encoding="utf-8") as handle:

@@ -103,7 +103,7 @@ def counterexample_text(cex: dict, target: str, save_dir: str) -> str:
     lines = None
     try:
         from proofs.counterexample import Counterexample
-        from proofs.report import format_counterexample
+        from proofs.report.text import format_counterexample
 
         lines = format_counterexample(Counterexample.from_json(cex), None)
     except Exception:  # an input_repr this build cannot parse: fall back to the raw fields

@@ -12,7 +12,7 @@ import spec
 from proofs.counterexample import Counterexample
 from spec.observation import Observation, observe
 from spec.oracle import first_difference
-from proofs.timeline import render
+from proofs.report.timeline import render
 
 
 def format_counterexample(cex: Counterexample, actual=None) -> list[str]:

@@ -1,6 +1,6 @@
 """The SMT encoding of ``spec.step`` for n symbolic jobs, as (init, trans) over current and next variables.
 
-What it establishes: nothing by itself; it is the model that ``proofs.z3_claims``
+What it establishes: nothing by itself; it is the model that ``proofs.smt.claims``
 proves things about.  ``tests/test_z3_model.py`` checks, on many reachable and
 arbitrary concrete states, that ``trans`` with the state's values plugged in has
 exactly one successor and that it is ``spec.step``'s next state, and that every
@@ -366,7 +366,7 @@ def timed_trans(inp: Inputs, s: Vars, t: Vars) -> z3.BoolRef:
 
     ``spec.step`` jumps an idle clock straight to the next arrival; this relation
     takes the jump one empty tick at a time, so two runs stay aligned on the clock.
-    ``proofs.z3_claims`` proves that an idle tick does not change what the next
+    ``proofs.smt.claims`` proves that an idle tick does not change what the next
     serving step does (so the starts and finishes are those of ``spec.step``)."""
     idle = z3.Or(is_terminal(inp, s), z3.And(n_active(inp, s) == 0, head_arrival(inp, s) > s.clock))
     same_but_clock = z3.And(
@@ -387,7 +387,7 @@ def timed_trans(inp: Inputs, s: Vars, t: Vars) -> z3.BoolRef:
 # remaining work).  An SMT solver relates two such sums only by splitting cases on
 # every job, which grows as 2^n.  The identities below are per-job (or about one
 # integer) and each is valid: implied by ``trans`` and the definitions alone, which
-# ``proofs.z3_claims`` proves before using them.  Given them, every sum relation is
+# ``proofs.smt.claims`` proves before using them.  Given them, every sum relation is
 # linear arithmetic over the per-job terms, and the proofs scale with n.
 
 

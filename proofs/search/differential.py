@@ -10,10 +10,10 @@ the smallest call on which they part, with each side judged against the spec:
 
 Behaviour is compared as a caller sees it: the returned value, or the kind of
 exception (two ValueErrors with different messages behave alike), a hang or a death.
-Both targets run isolated (proofs.isolation).  It is a search, not a proof of
+Both targets run isolated (proofs.sandbox).  It is a search, not a proof of
 equivalence: the calls it tries are those of the verify engine (bad inputs
 systematically, then valid calls across the domain, then corrupted ones); the
-diff command adds CrossHair's diffbehavior (proofs.crosshair_diff) in what is
+diff command adds CrossHair's diffbehavior (proofs.symbolic.diff) in what is
 left of the budget, and sends what it finds through ``classify_call``.
 """
 
@@ -27,10 +27,10 @@ from hypothesis import HealthCheck, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 
 import spec
-from proofs.isolation import Outcome, TargetProcess
-from proofs.judge import judge_invalid_call, judge_valid_call
-from proofs.minimize import minimize_invalid_call, minimize_valid_call
-from proofs.strategies import bad_calls, corrupted_calls, valid_calls
+from proofs.sandbox import Outcome, TargetProcess
+from proofs.search.judge import judge_invalid_call, judge_valid_call
+from proofs.search.minimize import minimize_invalid_call, minimize_valid_call
+from proofs.search.strategies import bad_calls, corrupted_calls, valid_calls
 
 
 
