@@ -1,0 +1,70 @@
+"""The serving model's timeline: per request, what each tick did to it; then KV blocks and tokens per tick.
+
+One column per tick that appears in either trace (a gap of idle ticks shows as
+``~``), windowed around the tick in focus when the run is long.  A request's cell is
+the number of tokens scheduled for it in that tick, followed by ``f`` when it
+finished, ``p`` when it was preempted (its blocks given back) and ``a`` when it was
+aborted; ``.`` is a tick in which nothing happened to it.  Under each schedule, the
+blocks held after the tick (allocated minus freed, as the trace itself says) and the
+tokens scheduled in the tick, against ``num_blocks`` and ``token_budget``.
+"""
+
+from __future__ import annotations
+
+from proofs.report.timeline import _columns
+
+LEGEND = "cells: tokens scheduled; f finished, p preempted, a aborted in that tick; . nothing"
+
+
+def _cells(trace) -> tuple[dict, dict, dict]:
+    """(cells by tick and id, blocks held after each tick, tokens scheduled in each tick)."""
+    cells: dict[int, dict] = {}
+    blocks: dict[int, int] = {}
+    tokens: dict[int, int] = {}
+    held = 0
+    for entry in trace:
+        tick = entry["tick"]
+        row = cells.setdefault(tick, {})
+        for request_id, n in entry["scheduled"]:
+            row[request_id] = row.get(request_id, "") + str(n)
+        for mark, key in (("p", "preempted"), ("a", "aborted"), ("f", "finished")):
+            for request_id in entry[key]:
+                row[request_id] = row.get(request_id, "") + mark
+        held += sum(len(ids) for _, ids in entry["allocated"]) - sum(len(ids) for _, ids in entry["freed"])
+        blocks[tick] = held
+        tokens[tick] = sum(n for _, n in entry["scheduled"])
+    return cells, blocks, tokens
+
+
+def render(requests, config, expected_trace, actual_trace, focus: int | None = None) -> list[str]:
+    """The picture's lines: a tick header, then expected and actual, each with its request lanes and strips."""
+    schedules = [("expected", _cells(expected_trace)), ("actual", _cells(actual_trace))]
+    ticks = sorted({tick for _, (cells, _, _) in schedules for tick in cells})
+    if not ticks:
+        return ["(nothing was scheduled)"]
+    columns = _columns(ticks, focus)
+    drawn = [tick for tick in columns if tick is not None]
+    base = drawn[0] if drawn[-1] > 9999 else 0
+    labels = ["~" if tick is None else str(tick - base) for tick in columns]
+    ids = sorted({request["id"] for request in requests})
+    texts = [text for _, (cells, blocks, tokens) in schedules for row in cells.values() for text in row.values()]
+    texts += [str(v) for _, (_, blocks, tokens) in schedules for v in list(blocks.values()) + list(tokens.values())]
+    width = max(len(text) for text in labels + texts + ["."])
+    names = [f"req {request_id}" for request_id in ids] + ["blocks", "tokens"]
+    header = "tick" if not base else f"tick-{base}"
+    name_width = max(len(header), *(len(f"expected {name}") for name in names))
+
+    def line(name: str, values: list[str], note: str = "") -> str:
+        return name.ljust(name_width) + " | " + " ".join(v.rjust(width) for v in values) + note
+
+    lines = [line(header, labels)]
+    for title, (cells, blocks, tokens) in schedules:
+        for index, request_id in enumerate(ids):
+            values = ["~" if t is None else cells.get(t, {}).get(request_id, ".") for t in columns]
+            lines.append(line(f"{title if index == 0 else '':8} req {request_id}", values))
+        lines.append(line(f"{'' if ids else title:8} blocks", ["~" if t is None else str(blocks.get(t, ".")) for t in columns],
+                          f"  (of {config['num_blocks']})"))
+        lines.append(line(f"{'':8} tokens", ["~" if t is None else str(tokens.get(t, ".")) for t in columns],
+                          f"  (budget {config['token_budget']})"))
+    lines.append(LEGEND)
+    return lines

@@ -1,0 +1,336 @@
+"""Strategies, bad inputs and the minimiser for the serving model's ``serve(requests, config)``.
+
+``valid_calls`` covers the whole serving domain, not only small numbers: 0 to 12
+requests (one call in sixteen has hundreds of cheap ones), ids spread wide and
+beyond 64 bits, arrivals that tie, have long idle gaps or start past 2**40, prompts
+and outputs from 1 to the pool's limit, aborts before, during and after a request
+runs, budgets tight (1) and loose, block pools exactly big enough for the largest
+request or much larger, both chunking modes, lists, tuples and subclasses.  Every
+drawn call is inside the domain (both feasibility rules hold by construction, and
+``spec.serving.is_valid`` is asserted by the engine).  Everything shrinks towards
+fewer requests, then smaller numbers.
+
+``bad_calls`` lists one call per class of bad input, systematically (every field of
+a request and of the config times every kind of bad value, missing and extra keys,
+repeated ids, an abort before arrival or None, both feasibility rules, a non-list,
+a non-dict); ``corrupted_calls`` combines them at random.
+
+``minimize_valid_call`` shrinks a failing valid call to a canonical smaller one
+that still fails and stays valid; ``minimize_invalid_call`` drops the requests an
+invalid call does not need, keeping it invalid.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from hypothesis import strategies as st
+
+from proofs.search.minimize import _smallest_failing, _smallest_failing_coarse
+from proofs.search.strategies import BAD_VALUES, JobDict, JobList
+
+MAX_REQUESTS = 12
+MANY_REQUESTS = 400
+CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
+REQUEST_KEYS = ("id", "arrival", "prompt", "output")
+ARRIVAL_BASES = (0, 0, 0, 5, 2**31, 2**40, 2**64)
+ID_BASES = (0, 0, -(2**63), 2**64, -(10**20))
+
+Call = tuple  # (requests, config)
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def peak_tokens(config: dict) -> int:
+    """The most tokens ``prompt + output - 1`` a request may need under ``config`` (both rules)."""
+    limit = config["num_blocks"] * config["block_size"]
+    if not config["chunked_prefill"]:
+        limit = min(limit, config["token_budget"])
+    return limit
+
+
+@st.composite
+def configs(draw):
+    """A valid config: tight and loose budgets, small and large blocks, small and large pools."""
+    return {
+        "max_seqs": draw(st.integers(1, 4) | st.sampled_from((1, 2, 8, 64))),
+        "token_budget": draw(st.integers(1, 16) | st.sampled_from((1, 2, 64, 2**20))),
+        "block_size": draw(st.integers(1, 4) | st.sampled_from((1, 16))),
+        "num_blocks": draw(st.integers(1, 12) | st.sampled_from((1, 2, 64))),
+        "chunked_prefill": draw(st.booleans()),
+    }
+
+
+@st.composite
+def valid_calls(draw, max_requests: int = MAX_REQUESTS, many: bool = True):
+    """A valid (requests, config), shrinking towards the smallest input."""
+    config = draw(configs())
+    limit = peak_tokens(config)
+    if many and draw(st.integers(0, 15)) == 0:
+        n = draw(st.integers(max_requests + 1, MANY_REQUESTS))
+    else:
+        n = draw(st.integers(0, max_requests))
+    arrival_base = draw(st.sampled_from(ARRIVAL_BASES))
+    gaps = draw(st.sampled_from(("ties", "near", "spread", "idle")))
+    spread = {"ties": 0, "near": 3, "spread": 20, "idle": 2**33}[gaps]
+    id_base = draw(st.sampled_from(ID_BASES))
+    id_step = draw(st.sampled_from((1, 1, 7, 2**40)))
+    offsets = draw(st.lists(st.integers(-3, 3 * max(n, 1)), min_size=n, max_size=n, unique=True))
+    small = n > max_requests  # many requests: keep each one cheap
+    requests = []
+    for offset in offsets:
+        cap = min(limit, 6) if small else limit
+        total = draw(st.integers(1, max(1, cap)))  # prompt + output - 1, at most the peak rule allows
+        output = draw(st.integers(1, total))
+        prompt = total - output + 1
+        arrival = arrival_base + (0 if spread == 0 else draw(st.integers(0, 3) if small else st.integers(0, spread)))
+        request = {"id": id_base + offset * id_step, "arrival": arrival, "prompt": prompt, "output": output}
+        when = draw(st.sampled_from(("none", "none", "none", "arrival", "soon", "late")))
+        if when == "arrival":
+            request["abort"] = arrival
+        elif when == "soon":
+            request["abort"] = arrival + draw(st.integers(1, 4))
+        elif when == "late":
+            request["abort"] = arrival + draw(st.integers(5, 40))
+        requests.append(request)
+    container = draw(st.sampled_from(("list", "list", "list", "tuple", "subclasses")))
+    if container == "tuple":
+        requests = tuple(requests)
+    elif container == "subclasses":
+        requests = JobList(JobDict(r) for r in requests)
+        config = JobDict(config)
+    return requests, config
+
+
+def _request(request_id=0, arrival=0, prompt=1, output=1, **override):
+    request = {"id": request_id, "arrival": arrival, "prompt": prompt, "output": output}
+    request.update(override)
+    return request
+
+
+def _config(**override):
+    config = {"max_seqs": 2, "token_budget": 8, "block_size": 2, "num_blocks": 8, "chunked_prefill": True}
+    config.update(override)
+    return config
+
+
+def bad_calls() -> list[tuple[str, tuple]]:
+    """One (rule, call) per class of bad input; each call must raise ValueError."""
+    ok, config = _request(0), _config()
+    calls = []
+    for field in REQUEST_KEYS + ("abort",):
+        for kind, value in BAD_VALUES.items():
+            calls.append((f"requests[0].{field} is {kind}", ([_request(**{field: value})], config)))
+    calls += [
+        ("requests[0].arrival < 0", ([_request(arrival=-1)], config)),
+        ("requests[0].prompt == 0", ([_request(prompt=0)], config)),
+        ("requests[0].output == 0", ([_request(output=0)], config)),
+        ("requests[0].prompt < 0", ([_request(prompt=-1)], config)),
+        ("requests[0].abort < arrival", ([_request(arrival=3, abort=2)], config)),
+        ("repeated id", ([ok, _request(0, arrival=1)], config)),
+        ("extra key", ([dict(ok, priority=0)], config)),
+        ("peak KV need exceeds the pool",
+         ([_request(prompt=4, output=2)], _config(block_size=2, num_blocks=2))),
+        ("peak KV need exceeds the pool by one token",
+         ([_request(prompt=4, output=1), _request(1, prompt=5, output=1)], _config(block_size=2, num_blocks=2))),
+        ("no chunking: a request larger than the budget",
+         ([_request(prompt=8, output=2)], _config(token_budget=8, chunked_prefill=False))),
+    ]
+    for key in REQUEST_KEYS:
+        calls.append((f"missing key {key!r}", ([{k: v for k, v in ok.items() if k != key}], config)))
+    for key in CONFIG_KEYS:
+        calls.append((f"config missing key {key!r}", ([ok], {k: v for k, v in config.items() if k != key})))
+        if key == "chunked_prefill":
+            for kind, value in {"int 1": 1, "int 0": 0, "None": None, "str": "True"}.items():
+                calls.append((f"config.chunked_prefill is {kind}", ([ok], dict(config, chunked_prefill=value))))
+        else:
+            for kind, value in {"zero": 0, "negative": -1, **BAD_VALUES}.items():
+                calls.append((f"config.{key} is {kind}", ([ok], dict(config, **{key: value}))))
+    calls.append(("config extra key", ([ok], dict(config, watermark=0.01))))
+    for kind, value in {"None": None, "list": list(config.items()), "str": "config", "int": 3}.items():
+        calls.append((f"config is a {kind}", ([ok], value)))
+    for kind, value in {"None": None, "dict": ok, "str": "requests", "int": 3, "set": {1, 2}}.items():
+        calls.append((f"requests is a {kind}", (value, config)))
+    for kind, value in {"None": None, "list": [0, 0, 1, 1], "tuple": (0, 0, 1, 1), "int": 5}.items():
+        calls.append((f"a request is a {kind}", ([value], config)))
+    return calls
+
+
+@st.composite
+def corrupted_calls(draw):
+    """A valid call with one or two things broken, anywhere in it."""
+    requests, config = draw(valid_calls(max_requests=5, many=False))
+    requests = [dict(r) for r in requests] or [_request()]
+    config = dict(config)
+    for _ in range(draw(st.integers(1, 2))):
+        damage = draw(st.sampled_from(("field", "missing", "extra", "repeat", "config", "abort", "peak")))
+        index = draw(st.integers(0, len(requests) - 1))
+        if damage == "field":
+            field = draw(st.sampled_from(REQUEST_KEYS))
+            bad = BAD_VALUES | {"negative": -1, "zero": 0}
+            choice = draw(st.sampled_from(sorted(bad)))
+            if (field, choice) in (("id", "negative"), ("id", "zero"), ("arrival", "zero")):
+                choice = "str"  # those values are valid there
+            requests[index][field] = bad[choice]
+        elif damage == "missing":
+            requests[index].pop(draw(st.sampled_from(REQUEST_KEYS)), None)
+        elif damage == "extra":
+            requests[index]["extra"] = 0
+        elif damage == "repeat":
+            requests.append(dict(requests[index]))
+        elif damage == "abort":
+            arrival = requests[index].get("arrival")
+            requests[index]["abort"] = (arrival - 1) if type(arrival) is int and arrival > 0 else None
+        elif damage == "peak":
+            requests[index]["prompt"] = config["num_blocks"] * config["block_size"] + 1
+        else:
+            key = draw(st.sampled_from(CONFIG_KEYS))
+            config[key] = draw(st.sampled_from((0, -2, True, 2.0, "2", None))) if key != "chunked_prefill" else 1
+    return requests, config
+
+
+# -- minimisation ------------------------------------------------------------------------
+
+
+def size_key(call: Call) -> tuple:
+    """How big a valid call looks to a reader: requests, then tokens, config, arrivals, aborts, ids."""
+    requests, config = call
+    return (
+        len(requests),
+        sum(r["prompt"] + r["output"] for r in requests),
+        sum(1 for r in requests if "abort" in r),
+        config["num_blocks"] * config["block_size"] + config["token_budget"] + config["max_seqs"] + config["block_size"],
+        sum(r["arrival"] for r in requests) + sum(r.get("abort", 0) - r["arrival"] for r in requests),
+        sum(abs(r["id"]) for r in requests),
+        [r["id"] for r in requests],
+        (not config["chunked_prefill"],),
+    )
+
+
+def minimize_valid_call(
+    call: Call, fails: Callable[[Call], bool], is_valid: Callable[..., bool], seconds: float = 10.0, coarse: bool = False
+) -> Call:
+    """Shrink a valid call that ``fails`` to a canonical smaller valid one that still fails.
+
+    Plain lists and dicts are tried first; a candidate outside the domain is never
+    tried.  ``coarse`` shrinks numbers by factors of 16 (for failures that cost a
+    timeout to observe)."""
+    deadline = time.monotonic() + seconds
+    smallest = _smallest_failing_coarse if coarse else _smallest_failing
+    plain = ([dict(r) for r in call[0]], dict(call[1]))
+    best = plain if fails(plain) else call
+
+    def attempt(candidate: Call) -> bool:
+        nonlocal best
+        if time.monotonic() > deadline or size_key(candidate) >= size_key(best) or not is_valid(*candidate):
+            return False
+        if fails(candidate):
+            best = candidate
+            return True
+        return False
+
+    def with_requests(requests) -> Call:
+        return ([dict(r) for r in requests], dict(best[1]))
+
+    def with_field(index: int, field: str, value: int) -> Call:
+        requests = [dict(r) for r in best[0]]
+        if field == "arrival" and "abort" in requests[index]:  # keep the abort where it was relative to arrival
+            requests[index]["abort"] += value - requests[index]["arrival"]
+        requests[index][field] = value
+        return with_requests(requests)
+
+    def with_config(key: str, value) -> Call:
+        return ([dict(r) for r in best[0]], dict(best[1], **{key: value}))
+
+    changed = True
+    while changed and time.monotonic() < deadline:
+        before = best
+        for chunk in (len(best[0]) // 2, 1):
+            index = len(best[0]) - chunk
+            while chunk and index >= 0:
+                attempt(with_requests(best[0][:index] + best[0][index + chunk:]))
+                index -= chunk
+        # no abort, then the canonical form: arrivals from 0, ids 0..n-1 in FCFS order, id order
+        for index in range(len(best[0])):
+            if "abort" in best[0][index]:
+                attempt(with_requests([{k: v for k, v in r.items() if not (i == index and k == "abort")}
+                                       for i, r in enumerate(best[0])]))
+        earliest = min((r["arrival"] for r in best[0]), default=0)
+        if earliest:
+            attempt(with_requests([
+                dict(r, arrival=r["arrival"] - earliest, **({"abort": r["abort"] - earliest} if "abort" in r else {}))
+                for r in best[0]
+            ]))
+        order = sorted(range(len(best[0])), key=lambda i: (best[0][i]["arrival"], best[0][i]["id"]))
+        renumbered = [dict(r) for r in best[0]]
+        for new_id, index in enumerate(order):
+            renumbered[index]["id"] = new_id
+        attempt(with_requests(renumbered))
+        attempt(with_requests(sorted(best[0], key=lambda r: r["id"])))
+        # smaller config, then smaller requests
+        for key, low in (("max_seqs", 1), ("num_blocks", 1), ("token_budget", 1), ("block_size", 1)):
+            smallest(best[1][key], low, lambda v, k=key: attempt(with_config(k, v)))
+        if not best[1]["chunked_prefill"]:
+            attempt(with_config("chunked_prefill", True))
+        for field, low in (("prompt", 1), ("output", 1), ("arrival", 0)):
+            for index in range(len(best[0])):
+                smallest(best[0][index][field], low, lambda v, i=index, f=field: attempt(with_field(i, f, v)))
+        for index in range(len(best[0])):
+            if "abort" in best[0][index]:
+                arrival = best[0][index]["arrival"]
+                smallest(best[0][index]["abort"], arrival,
+                         lambda v, i=index: attempt(with_requests(
+                             [dict(r, abort=v) if j == i else dict(r) for j, r in enumerate(best[0])])))
+        changed = best != before
+    return best
+
+
+def minimize_invalid_call(call: Call, fails: Callable[[Call], bool], is_valid: Callable[..., bool], seconds: float = 5.0) -> Call:
+    """Shrink an invalid call by dropping the requests it does not need to fail, keeping it invalid."""
+    deadline = time.monotonic() + seconds
+    requests, config = call
+    if not isinstance(requests, (list, tuple)):
+        return call
+    best = list(requests)
+    index = len(best) - 1
+    while index >= 0 and time.monotonic() < deadline:
+        candidate = best[:index] + best[index + 1:]
+        if not is_valid(candidate, config) and fails((candidate, config)):
+            best = candidate
+        index -= 1
+    return (type(requests)(best) if isinstance(requests, tuple) else best, config)
+
+
+def one_step_larger(call: Call) -> Call:
+    """The call with every arrival, abort, prompt and output 16 times larger and the pool and budget to match."""
+    requests, config = call
+    config = dict(config, num_blocks=16 * config["num_blocks"], token_budget=16 * config["token_budget"])
+    larger = []
+    for r in requests:
+        grown = dict(r, arrival=16 * r["arrival"], prompt=16 * r["prompt"], output=16 * r["output"])
+        if "abort" in r:
+            grown["abort"] = 16 * r["abort"]
+        larger.append(grown)
+    return larger, config
+
+
+def rejected_variants(call: Call) -> list[Call]:
+    """Invalid calls that a validator rejects only after reading every request of ``call``."""
+    requests, config = call
+    fresh = max((r["id"] for r in requests), default=0) + 1
+    late_zero = list(requests) + [_request(fresh, prompt=0)]
+    repeated = list(requests) + [dict(requests[0])] if requests else [_request(prompt=0)]
+    return [(late_zero, config), (repeated, config)]
+
+
+def other_calls(call: Call) -> list[Call]:
+    """Valid calls made before a repeated call, to catch state kept between calls."""
+    requests, config = call
+    return [
+        (requests, dict(config, chunked_prefill=True)),
+        (requests, dict(config, max_seqs=config["max_seqs"] + 1)),
+        (requests, dict(config, num_blocks=config["num_blocks"] + 1)),
+    ]
