@@ -248,7 +248,7 @@ _OTHER_CLAIMS = (
 
 
 INVARIANTS: tuple[Invariant, ...] = build_registry(
-    STATE_PREDICATES, _FAMILY, _OTHER_CLAIMS, result_checks.RESULT_CHECKS
+    STATE_PREDICATES + _OTHER_CLAIMS, _FAMILY, result_checks.RESULT_CHECKS
 )
 BY_NAME: dict[str, Invariant] = {inv.name: inv for inv in INVARIANTS}
 NAMES: tuple[str, ...] = tuple(BY_NAME)

@@ -41,22 +41,22 @@ class Violation(NamedTuple):
 
 
 def build_registry(
-    predicates: Iterable[Callable],
+    claims: Iterable[Callable | tuple[str, str, str]],
     family_of: dict[str, str],
-    other_claims: Iterable[tuple[str, str, str]],
     result_checks: dict[str, Callable],
 ) -> tuple[Invariant, ...]:
-    """The registry: the state predicates in their order, then the claims that are not about one state."""
-    registry = [
-        Invariant(fn.__name__, family_of[fn.__name__], fn.__doc__, fn, result_checks.get(fn.__name__))
-        for fn in predicates
-    ]
-    registry += [
-        Invariant(name, family, doc, None, result_checks.get(name)) for name, family, doc in other_claims
-    ]
+    """The registry, in the order listed: a state predicate (its family from ``family_of``) or a (name, family, doc) claim."""
+    registry = []
+    for claim in claims:
+        if callable(claim):
+            name = claim.__name__
+            registry.append(Invariant(name, family_of[name], claim.__doc__, claim, result_checks.get(name)))
+        else:
+            name, family, doc = claim
+            registry.append(Invariant(name, family, doc, None, result_checks.get(name)))
     names = [inv.name for inv in registry]
     assert len(set(names)) == len(names), f"a registry lists a name twice: {names}"
-    assert all(inv.family in FAMILIES for inv in registry), f"unknown family in {registry}"
+    assert all(inv.family in FAMILIES for inv in registry), f"unknown family in {names}"
     assert names[0] == "well_typed", "well_typed comes first, as TLA+'s TypeOK"
     return tuple(registry)
 

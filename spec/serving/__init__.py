@@ -25,3 +25,35 @@ from spec.serving.state import (
     step,
     submit,
 )
+from spec.serving.invariants import BY_NAME, INVARIANTS, NAMES, STATE_INVARIANTS, broken_state_invariants
+from spec.serving.oracle import POLICIES, check
+from spec.registry import Invariant, Violation
+
+__all__ = [
+    "BY_NAME",
+    "Config",
+    "Ended",
+    "Entry",
+    "INVARIANTS",
+    "Invariant",
+    "Ledger",
+    "NAMES",
+    "POLICIES",
+    "Progress",
+    "Request",
+    "STATE_INVARIANTS",
+    "State",
+    "Violation",
+    "broken_state_invariants",
+    "cancel",
+    "check",
+    "fcfs_key",
+    "initial",
+    "is_terminal",
+    "is_valid",
+    "remaining_work",
+    "run",
+    "step",
+    "submit",
+    "validate",
+]
