@@ -168,7 +168,7 @@ class _Replay:
 
     def report(self, name: str, message: str, tick=None, ids=(), expected=None, actual=None) -> None:
         if name not in self.found:
-            ids = tuple(ids)
+            ids = tuple(dict.fromkeys(i for i in ids if i is not None))
             self.found[name] = Violation(
                 name, message, tick=tick, job=ids[0] if ids else None, expected=expected, actual=actual, ids=ids
             )
@@ -792,7 +792,7 @@ class _Replay:
                     self.report(
                         "metrics_consistent",
                         f"request {request_id}: {field}={record[field]}, the trace says {value}",
-                        tick=r.start, ids=[request_id], expected=value, actual=record[field],
+                        ids=[request_id], expected=value, actual=record[field],
                     )
 
     def check_totals(self) -> None:
