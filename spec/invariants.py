@@ -20,29 +20,11 @@ checks the same claim over any implementation's result, in time linear in the tr
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable, NamedTuple
 
 from spec import result_checks
 from spec.domain import Job, fifo_key
+from spec.registry import FAMILIES, Invariant, broken_in, build_registry
 from spec.state import Completion, Running, State
-
-FAMILIES = ("type", "safety", "policy", "metrics", "call")
-
-
-class Invariant(NamedTuple):
-    """A named claim: its family, its one-sentence claim, and how it is checked."""
-
-    name: str
-    family: str
-    doc: str
-    holds: Callable[[State], bool] | None  # the state predicate, when the claim is one
-    check_result: Callable | None  # Observation -> Violation | None, when a result can show it
-
-    @property
-    def claim(self) -> str:
-        """The first sentence of the docstring: what holds."""
-        return self.doc.strip().splitlines()[0]
-
 
 # --- state predicates -------------------------------------------------------------
 
@@ -265,25 +247,9 @@ _OTHER_CLAIMS = (
 )
 
 
-def _build_registry() -> tuple[Invariant, ...]:
-    registry = [
-        Invariant(
-            fn.__name__,
-            _FAMILY[fn.__name__],
-            fn.__doc__,
-            fn,
-            result_checks.RESULT_CHECKS.get(fn.__name__),
-        )
-        for fn in STATE_PREDICATES
-    ]
-    registry += [
-        Invariant(name, family, doc, None, result_checks.RESULT_CHECKS.get(name))
-        for name, family, doc in _OTHER_CLAIMS
-    ]
-    return tuple(registry)
-
-
-INVARIANTS: tuple[Invariant, ...] = _build_registry()
+INVARIANTS: tuple[Invariant, ...] = build_registry(
+    STATE_PREDICATES + _OTHER_CLAIMS, _FAMILY, result_checks.RESULT_CHECKS
+)
 BY_NAME: dict[str, Invariant] = {inv.name: inv for inv in INVARIANTS}
 NAMES: tuple[str, ...] = tuple(BY_NAME)
 STATE_INVARIANTS: tuple[Invariant, ...] = tuple(inv for inv in INVARIANTS if inv.holds is not None)
@@ -291,6 +257,4 @@ STATE_INVARIANTS: tuple[Invariant, ...] = tuple(inv for inv in INVARIANTS if inv
 
 def broken_state_invariants(state: State) -> list[str]:
     """The names of the state invariants that ``state`` breaks, in registry order."""
-    if not well_typed(state):
-        return ["well_typed"]
-    return [inv.name for inv in STATE_INVARIANTS if not inv.holds(state)]
+    return broken_in(STATE_INVARIANTS, state)

@@ -10,20 +10,10 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from spec.domain import Job
+from spec.registry import Violation, short, type_error
 
 RESULT_KEYS = ("makespan_ticks", "busy_slots", "utilization", "completed", "trace")
 COMPLETED_KEYS = ("id", "arrival", "tokens", "start", "finish", "wait", "turnaround")
-
-
-class Violation(NamedTuple):
-    """One broken invariant, where it first breaks, and expected versus actual."""
-
-    invariant: str
-    message: str
-    tick: int | None = None
-    job: int | None = None
-    expected: Any = None
-    actual: Any = None
 
 
 class Services(NamedTuple):
@@ -50,16 +40,8 @@ class Observation(NamedTuple):
         return {job.id: job for job in self.jobs}
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    try:
-        text = repr(value)
-    except Exception as error:  # a result may hold anything, even an object whose repr raises
-        text = f"<unprintable {type(value).__name__}: {error!r}>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _type_error(what: str, value: Any, rule: str) -> Violation:
-    return Violation("well_typed", f"{what}={_short(value)}: expected {rule}", actual=_short(value))
+_short = short
+_type_error = type_error
 
 
 def observe(jobs: tuple[Job, ...], slots: int, continuous: bool, result: Any) -> Observation | Violation:

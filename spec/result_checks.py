@@ -15,6 +15,7 @@ from typing import Callable
 from spec.domain import fifo_key
 from spec.metrics import utilization
 from spec.observation import Observation, Violation
+from spec.registry import earliest
 
 RESULT_CHECKS: dict[str, Callable[[Observation], Violation | None]] = {}
 
@@ -27,9 +28,7 @@ def _checks(name: str):
     return register
 
 
-def _earliest(violations) -> Violation | None:
-    found = [v for v in violations if v is not None]
-    return min(found, key=lambda v: (v.tick is None, v.tick if v.tick is not None else 0)) if found else None
+_earliest = earliest
 
 
 def _observed_start(obs: Observation, job_id: int) -> int | None:

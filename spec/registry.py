@@ -1,0 +1,90 @@
+"""What every model of the spec shares: the invariant type, its families, the Violation type and helpers.
+
+Each model (the chapter's in ``spec``, the serving model in ``spec.serving``) builds
+its own registry ``INVARIANTS`` from these pieces, so that an engine iterates every
+model's claims the same way: by family, name, docstring claim, state predicate and
+result check.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, NamedTuple
+
+FAMILIES = ("type", "safety", "policy", "metrics", "call")
+
+
+class Invariant(NamedTuple):
+    """A named claim: its family, its one-sentence claim, and how it is checked."""
+
+    name: str
+    family: str
+    doc: str
+    holds: Callable[[Any], bool] | None  # the state predicate, when the claim is one
+    check_result: Callable | None  # Observation -> Violation | None, when a result can show it
+
+    @property
+    def claim(self) -> str:
+        """The first sentence of the docstring: what holds."""
+        return self.doc.strip().splitlines()[0]
+
+
+class Violation(NamedTuple):
+    """One broken invariant, where it first breaks, and expected versus actual."""
+
+    invariant: str
+    message: str
+    tick: int | None = None
+    job: int | None = None  # the (first) job or request involved
+    expected: Any = None
+    actual: Any = None
+    ids: tuple = ()  # every request id involved, when there are several (the serving model)
+
+
+def build_registry(
+    claims: Iterable[Callable | tuple[str, str, str]],
+    family_of: dict[str, str],
+    result_checks: dict[str, Callable],
+) -> tuple[Invariant, ...]:
+    """The registry, in the order listed: a state predicate (its family from ``family_of``) or a (name, family, doc) claim."""
+    registry = []
+    for claim in claims:
+        if callable(claim):
+            name = claim.__name__
+            registry.append(Invariant(name, family_of[name], claim.__doc__, claim, result_checks.get(name)))
+        else:
+            name, family, doc = claim
+            registry.append(Invariant(name, family, doc, None, result_checks.get(name)))
+    names = [inv.name for inv in registry]
+    assert len(set(names)) == len(names), f"a registry lists a name twice: {names}"
+    assert all(inv.family in FAMILIES for inv in registry), f"unknown family in {names}"
+    assert names[0] == "well_typed", "well_typed comes first, as TLA+'s TypeOK"
+    return tuple(registry)
+
+
+def broken_in(state_invariants: Iterable[Invariant], state: Any) -> list[str]:
+    """The names of the state invariants that ``state`` breaks, in registry order (only well_typed if that breaks)."""
+    invariants = list(state_invariants)
+    first = invariants[0]
+    if not first.holds(state):
+        return [first.name]
+    return [inv.name for inv in invariants if not inv.holds(state)]
+
+
+def short(value: Any, limit: int = 60) -> str:
+    """A repr of any value cut to ``limit`` characters, even of an object whose repr raises."""
+    try:
+        text = repr(value)
+    except Exception as error:  # a result may hold anything, even an object whose repr raises
+        text = f"<unprintable {type(value).__name__}: {error!r}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def type_error(what: str, value: Any, rule: str) -> Violation:
+    """The ``well_typed`` Violation of one malformed part of a result."""
+    return Violation("well_typed", f"{what}={short(value)}: expected {rule}", actual=short(value))
+
+
+def earliest(violations: Iterable[Violation | None]) -> Violation | None:
+    """The violation with the smallest tick (one without a tick last), or None."""
+    found = [v for v in violations if v is not None]
+    return min(found, key=lambda v: (v.tick is None, v.tick if v.tick is not None else 0)) if found else None

@@ -1,0 +1,334 @@
+"""The serving model's transition system: a frozen State, the one-tick ``step``, and the reference ``run``.
+
+A run starts in ``initial(requests, config)`` and applies ``step`` until
+``is_terminal``.  One step is one tick t of the contract (notes/issue10.md), in order:
+
+1. requests that finished in tick t-1 have left (``step`` frees their blocks at the
+   end of the tick they finish in, and records the ``freed`` entry there);
+2. aborts: every unfinished request with ``abort <= t`` leaves, from the waiting
+   queue or the running list; its blocks are freed, its cached tokens are aborted work;
+3. idle jump: if nothing is running and no waiting request has arrived by t, the clock
+   jumps to the earliest waiting arrival and step 2 applies there (a tick in which
+   aborts left nothing to do ends after step 2: its entry lists only the aborts);
+4. running pass, in running order under ``budget = token_budget``: each request r gets
+   ``n = min(known - computed, budget)`` tokens and the blocks they need, the lowest free
+   ids first; while fewer blocks are free than r needs, the last running request is
+   preempted (blocks back, computed to 0, to the front of the waiting queue); if r
+   itself is preempted the pass ends;
+5. waiting pass, only if nobody was preempted in this tick: the head is admitted while
+   it has arrived, fewer than ``max_seqs`` run and budget is left, with its whole known
+   length (a chunk of at most the budget under chunked prefill; without it the pass
+   stops when that does not fit) and the blocks for it (else the pass stops: FCFS);
+6. compute: every scheduled request's computed grows by its n; when computed == known
+   an output token is generated; a request with all its output finishes at t + 1.
+
+Everything here is pure: a step returns a new State and never mutates its argument.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from spec.serving.domain import Config, Request, blocks_for, check_feasible, fcfs_key, validate
+from spec.serving.metrics import result_from_run, trace_entry
+
+
+class Progress(NamedTuple):
+    """One unfinished request's progress: cached tokens, output so far, blocks held, and its counters."""
+
+    request: Request
+    computed: int = 0  # tokens whose KV is cached now
+    generated: int = 0  # output tokens so far
+    blocks: tuple[int, ...] = ()  # block ids held, in the order taken
+    start: int | None = None  # the tick of its first admission
+    first_token: int | None = None  # the tick after its first output token
+    preemptions: int = 0
+    total: int = 0  # every token computed for it, recompute included
+    recomputed: int = 0  # the cached tokens its preemptions gave back
+    admitted: int | None = None  # the tick of its latest admission
+
+    @property
+    def id(self) -> int:
+        return self.request.id
+
+    @property
+    def known(self) -> int:
+        """prompt + generated: the tokens whose KV it needs before it can generate the next one."""
+        return self.request.prompt + self.generated
+
+
+class Ended(NamedTuple):
+    """A request that left: its progress as it left (blocks given back) and the tick: finish, or abort."""
+
+    progress: Progress
+    tick: int
+
+
+class Ledger(NamedTuple):
+    """The token ledger: every computed token is useful, recomputed later, aborted, or still cached."""
+
+    computed: int = 0  # sum of n over all ticks
+    useful: int = 0  # prompt + output - 1 of every finished request
+    recomputed: int = 0  # cached tokens given back by preemptions
+    aborted: int = 0  # cached tokens of requests at the moment they were aborted
+
+
+class Entry(NamedTuple):
+    """What one tick did, as the result's trace entry records it (tuples instead of lists)."""
+
+    tick: int
+    scheduled: tuple[tuple[int, int], ...]  # (id, n): running pass order, then admissions
+    preempted: tuple[int, ...]  # in order of preemption
+    aborted: tuple[int, ...]  # in (arrival, id) order
+    freed: tuple[tuple[int, tuple[int, ...]], ...]  # by the aborted, the preempted, then the finished
+    allocated: tuple[tuple[int, tuple[int, ...]], ...]  # in scheduled order
+    finished: tuple[int, ...]  # in scheduled order
+
+
+class State(NamedTuple):
+    """Everything the scheduler knows between two ticks."""
+
+    requests: tuple[Request, ...]  # every request of the run, in FCFS order
+    config: Config
+    clock: int  # the next tick to run
+    waiting: tuple[Progress, ...]  # queue order: preempted ones at the front, then FCFS order
+    running: tuple[Progress, ...]  # running order: admission order, a resumed request at the end
+    finished: tuple[Ended, ...]  # in order of finishing; tick = finish
+    aborted: tuple[Ended, ...]  # in order of aborting; tick = the abort tick
+    ledger: Ledger
+    latest: Entry | None  # the latest tick's entry (clock - 1 or earlier, after an idle jump); None before the first
+
+
+def initial(requests, config) -> State:
+    """The state before tick 0 of a valid call (raises ValueError outside the domain)."""
+    parsed, parsed_config = validate(requests, config)
+    ordered = tuple(sorted(parsed, key=fcfs_key))
+    return State(ordered, parsed_config, 0, tuple(Progress(r) for r in ordered), (), (), (), Ledger(), None)
+
+
+def is_terminal(state: State) -> bool:
+    """True when no request is waiting or running: the run is over."""
+    return not state.waiting and not state.running
+
+
+def _lowest_free(held: set[int], count: int) -> tuple[int, ...]:
+    """The ``count`` lowest block ids not in ``held`` (the caller knows that many are free)."""
+    taken = []
+    block = 0
+    while len(taken) < count:
+        if block not in held:
+            taken.append(block)
+        block += 1
+    return tuple(taken)
+
+
+def _aborting(progress: Progress, tick: int) -> bool:
+    return progress.request.abort is not None and progress.request.abort <= tick
+
+
+def step(state: State) -> State:
+    """Run one tick: leave, abort, jump, running pass, waiting pass, compute (see the module docstring)."""
+    assert not is_terminal(state), "step() of a terminal state"
+    config = state.config
+    tick = state.clock
+    waiting = list(state.waiting)
+    running = list(state.running)
+    while True:  # steps 2 and 3: aborts, then the idle jump to the earliest waiting arrival
+        if any(_aborting(p, tick) for p in waiting) or any(_aborting(p, tick) for p in running):
+            break
+        if running or any(p.request.arrival <= tick for p in waiting):
+            break
+        tick = min(p.request.arrival for p in waiting)
+
+    leaving = sorted(
+        (p for p in waiting + running if _aborting(p, tick)), key=lambda p: fcfs_key(p.request)
+    )
+    gone = {p.id for p in leaving}
+    waiting = [p for p in waiting if p.id not in gone]
+    running = [p for p in running if p.id not in gone]
+    freed = [(p.id, p.blocks) for p in leaving if p.blocks]
+    aborted = tuple(Ended(p._replace(blocks=()), tick) for p in leaving)
+    ledger = state.ledger._replace(aborted=state.ledger.aborted + sum(p.computed for p in leaving))
+    held = {block for p in running for block in p.blocks}
+
+    scheduled: list[tuple[int, int]] = []
+    allocated: list[tuple[int, tuple[int, ...]]] = []
+    preempted: list[int] = []
+    budget = config.token_budget
+    index = 0
+    while index < len(running):  # step 4: the running pass
+        r = running[index]
+        n = min(r.known - r.computed, budget)
+        if n == 0:
+            index += 1
+            continue
+        extra = blocks_for(r.computed + n, config.block_size) - len(r.blocks)
+        while config.num_blocks - len(held) < extra:
+            victim = running.pop()
+            held.difference_update(victim.blocks)
+            if victim.blocks:
+                freed.append((victim.id, victim.blocks))
+            ledger = ledger._replace(recomputed=ledger.recomputed + victim.computed)
+            waiting.insert(
+                0,
+                victim._replace(
+                    computed=0,
+                    blocks=(),
+                    preemptions=victim.preemptions + 1,
+                    recomputed=victim.recomputed + victim.computed,
+                ),
+            )
+            preempted.append(victim.id)
+            if len(running) == index:
+                break  # r itself was the victim
+        if len(running) == index:
+            break  # the running pass ends
+        new = _lowest_free(held, extra)
+        held.update(new)
+        running[index] = r._replace(blocks=r.blocks + new)
+        scheduled.append((r.id, n))
+        if new:
+            allocated.append((r.id, new))
+        budget -= n
+        index += 1
+
+    if not preempted:  # step 5: the waiting pass, FCFS, no skipping
+        while (
+            waiting
+            and waiting[0].request.arrival <= tick
+            and len(running) < config.max_seqs
+            and budget > 0
+        ):
+            head = waiting[0]
+            n = head.known
+            if config.chunked_prefill:
+                n = min(n, budget)
+            elif n > budget:
+                break
+            need = blocks_for(n, config.block_size)
+            if config.num_blocks - len(held) < need:
+                break
+            waiting.pop(0)
+            new = _lowest_free(held, need)
+            held.update(new)
+            start = tick if head.start is None else head.start
+            running.append(head._replace(blocks=new, start=start, admitted=tick))
+            scheduled.append((head.id, n))
+            allocated.append((head.id, new))
+            budget -= n
+
+    tokens_of = dict(scheduled)  # step 6: compute
+    still_running = []
+    finished = []
+    for r in running:
+        n = tokens_of.get(r.id)
+        if n is None:
+            still_running.append(r)
+            continue
+        computed, generated, first_token = r.computed + n, r.generated, r.first_token
+        if computed == r.known:
+            generated += 1
+            first_token = tick + 1 if first_token is None else first_token
+        r = r._replace(computed=computed, generated=generated, first_token=first_token, total=r.total + n)
+        ledger = ledger._replace(computed=ledger.computed + n)
+        if generated == r.request.output:
+            ledger = ledger._replace(useful=ledger.useful + r.request.work)
+            freed.append((r.id, r.blocks))
+            finished.append(Ended(r._replace(blocks=()), tick + 1))
+        else:
+            still_running.append(r)
+
+    entry = Entry(
+        tick,
+        tuple(scheduled),
+        tuple(preempted),
+        tuple(p.id for p in leaving),
+        tuple(freed),
+        tuple(allocated),
+        tuple(done.progress.id for done in finished),
+    )
+    return state._replace(
+        clock=tick + 1,
+        waiting=tuple(waiting),
+        running=tuple(still_running),
+        finished=state.finished + tuple(finished),
+        aborted=state.aborted + aborted,
+        ledger=ledger,
+        latest=entry,
+    )
+
+
+def submit(state: State, request: Request) -> State:
+    """An arrival in the online model: a request with a new id and ``arrival >= clock`` joins the waiting queue.
+
+    It takes its FCFS place among the requests never admitted (behind every preempted one);
+    raises ValueError when it is not a valid request for this state."""
+    if not isinstance(request, Request):
+        raise ValueError(f"request={request!r}: expected a spec.serving.Request")
+    fields = Request._fields
+    for name, value in zip(fields, request):
+        if name == "abort" and value is None:
+            continue
+        if type(value) is not int:
+            raise ValueError(f"request.{name}={value!r}: expected an int")
+    if request.arrival < state.clock:
+        raise ValueError(f"request.arrival={request.arrival!r}: expected an int >= clock={state.clock}")
+    if request.prompt < 1 or request.output < 1:
+        raise ValueError(f"request {request}: prompt and output must be ints >= 1")
+    if request.abort is not None and request.abort < request.arrival:
+        raise ValueError(f"request.abort={request.abort!r}: expected an int >= arrival={request.arrival}")
+    if any(other.id == request.id for other in state.requests):
+        raise ValueError(f"request.id={request.id!r}: ids must be unique (already submitted)")
+    check_feasible(request, "request", state.config)
+    waiting = list(state.waiting)
+    position = len(waiting)
+    while position > 0 and waiting[position - 1].start is None and fcfs_key(waiting[position - 1].request) > fcfs_key(request):
+        position -= 1
+    waiting.insert(position, Progress(request))
+    return state._replace(
+        requests=tuple(sorted(state.requests + (request,), key=fcfs_key)),
+        waiting=tuple(waiting),
+    )
+
+
+def cancel(state: State, request_id: int) -> State:
+    """An online abort: the waiting or running request is aborted at tick max(clock, its arrival).
+
+    Raises ValueError when no waiting or running request has that id."""
+    for field in ("waiting", "running"):
+        queue = getattr(state, field)
+        for position, progress in enumerate(queue):
+            if progress.id == request_id and type(progress.id) is type(request_id):
+                request = progress.request
+                tick = max(state.clock, request.arrival)
+                if request.abort is not None:
+                    tick = min(tick, request.abort)
+                changed = request._replace(abort=tick)
+                queue = queue[:position] + (progress._replace(request=changed),) + queue[position + 1 :]
+                requests = tuple(changed if r.id == request_id else r for r in state.requests)
+                return state._replace(**{field: queue, "requests": requests})
+    raise ValueError(f"request_id={request_id!r}: no waiting or running request has this id")
+
+
+def run(requests, config) -> dict:
+    """The reference result of ``serve(requests, config)``, built on ``step``."""
+    state = initial(requests, config)
+    trace = []
+    while not is_terminal(state):
+        state = step(state)
+        entry = state.latest
+        assert entry.scheduled or entry.aborted, f"tick {entry.tick} did nothing: {entry}"
+        trace.append(trace_entry(entry))
+    return result_from_run(state, trace)
+
+
+def remaining_work(state: State) -> int:
+    """The ranking function: every step decreases it by at least one, so every run ends.
+
+    It counts each unfinished request once plus its prompt + output - 1, less what the
+    head of the running list has cached: the head is never preempted (the KV rule), so
+    each tick it computes at least one token, or it leaves, or an abort removes a request;
+    what the others have cached does not count, as a preemption may take it back."""
+    unfinished = state.waiting + state.running
+    head = state.running[0].computed if state.running else 0
+    return len(unfinished) + sum(p.request.work for p in unfinished) - head
