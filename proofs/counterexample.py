@@ -16,6 +16,7 @@ import os
 import re
 from typing import Any, NamedTuple
 
+from proofs import models
 from proofs.search.strategies import IntSubclass, JobDict, JobList
 
 CHECKS = ("conformance", "validation", "deterministic", "stateful", "step")
@@ -24,37 +25,31 @@ CHECKS = ("conformance", "validation", "deterministic", "stateful", "step")
 class Counterexample(NamedTuple):
     """One minimal failing input and what it breaks."""
 
-    property: str  # an invariant name from spec.NAMES, or "signature"
+    property: str  # an invariant name from the model's registry, or "signature"
     engine: str
     check: str  # one of CHECKS
-    jobs: Any
-    slots: Any
-    continuous: Any
+    call: tuple  # the arguments: (jobs, slots, continuous), or (requests, config) for the serving model
     message: str
     rule: str = ""  # for a validation counterexample: which rule the input breaks
     pre_state: dict | None = None  # for a one-step counterexample (check "step"): the state before the step
-
-    @property
-    def call(self) -> tuple:
-        return (self.jobs, self.slots, self.continuous)
+    model: str = "chapter"  # which model of the spec judged it (proofs.models)
 
     @property
     def size(self) -> int:
         if self.check == "step":
             return len((self.pre_state or {}).get("jobs", ()))
-        return len(self.jobs) if isinstance(self.jobs, (list, tuple)) else 0
+        first = self.call[0] if self.call else ()
+        return len(first) if isinstance(first, (list, tuple)) else 0
 
     def input_repr(self) -> str:
         if self.check == "step":
             return f"impl_step(Scheduler, state_from_dict({python_literal(self.pre_state)}))"
-        return (
-            f"schedule({python_literal(self.jobs)}, slots={python_literal(self.slots)}, "
-            f"continuous={python_literal(self.continuous)})"
-        )
+        return models.get(self.model).call_repr(self.call, python_literal)
 
     def to_json(self) -> dict:
-        value = {"jobs": self.jobs, "slots": self.slots, "continuous": self.continuous}
+        value = models.get(self.model).call_to_json(self.call)
         extra = {"pre_state": self.pre_state} if self.check == "step" else {}
+        extra |= {"model": self.model} if self.model != models.DEFAULT else {}
         return extra | {
             "property": self.property,
             "engine": self.engine,
@@ -67,16 +62,16 @@ class Counterexample(NamedTuple):
 
     @classmethod
     def from_json(cls, data: dict) -> "Counterexample":
+        model = models.get(data.get("model"))
         if data.get("check") == "step":
-            jobs, slots, continuous = [], 1, True
+            call = model.example_call
         elif data.get("input") is not None:
-            call = data["input"]
-            jobs, slots, continuous = call["jobs"], call["slots"], call["continuous"]
+            call = model.call_from_json(data["input"])
         else:
-            jobs, slots, continuous = parse_input_repr(data["input_repr"])
+            call = parse_input_repr(data["input_repr"])
         return cls(
             data["property"], data["engine"], data.get("check", "conformance"),
-            jobs, slots, continuous, data.get("message", ""), data.get("rule", ""), data.get("pre_state"),
+            tuple(call), data.get("message", ""), data.get("rule", ""), data.get("pre_state"), model.name,
         )
 
 
@@ -115,19 +110,22 @@ def is_json(value: Any) -> bool:
     return False
 
 
-_CALL = re.compile(r"^schedule\((?P<args>.*)\)$", re.S)
+_CALL = re.compile(r"^(?P<function>schedule|serve)\((?P<args>.*)\)$", re.S)
 
 
 def parse_input_repr(text: str) -> tuple:
-    """Rebuild (jobs, slots, continuous) from ``input_repr``, evaluating only literals,
-    ``float("nan")``-style calls and ``IntSubclass(n)``."""
+    """Rebuild the call's arguments from ``input_repr`` (``schedule(...)`` or ``serve(...)``), evaluating
+    only literals, ``float("nan")``-style calls and ``IntSubclass(n)``."""
     match = _CALL.match(text.strip())
     if not match:
-        raise ValueError(f"input_repr={text[:60]!r}: expected schedule(JOBS, slots=..., continuous=...)")
+        raise ValueError(f"input_repr={text[:60]!r}: expected schedule(JOBS, slots=..., continuous=...) or serve(REQUESTS, config=...)")
+    model = models.get(models.of_function(match["function"]))
     tree = ast.parse(f"f({match['args']})", mode="eval").body
-    if len(tree.args) != 1 or [k.arg for k in tree.keywords] != ["slots", "continuous"]:
-        raise ValueError(f"input_repr={text[:60]!r}: expected schedule(JOBS, slots=..., continuous=...)")
-    return _literal(tree.args[0]), _literal(tree.keywords[0].value), _literal(tree.keywords[1].value)
+    try:
+        return tuple(model.call_from_keywords([_literal(a) for a in tree.args],
+                                              {k.arg: _literal(k.value) for k in tree.keywords}))
+    except ValueError as error:
+        raise ValueError(f"input_repr={text[:60]!r}: {error}") from None
 
 
 def _literal(node: ast.AST) -> Any:

@@ -26,6 +26,7 @@ from proofs.targets import Target, TargetError, load_callable, signature_problem
 DEFAULT_CALL_SECONDS = 1.0
 DEFAULT_MEMORY_BYTES = 2 * 2**30
 LOAD_SECONDS = 10.0
+DEFAULT_SHAPE = (([], 1, True), "schedule(jobs, slots, continuous)")  # the chapter's model
 
 
 class Outcome(NamedTuple):
@@ -38,7 +39,7 @@ class Outcome(NamedTuple):
     mutated: bool = False  # the call modified its input
 
 
-def _child(connection, target: Target, memory_bytes: int) -> None:
+def _child(connection, target: Target, memory_bytes: int, shape: tuple) -> None:
     """The child's loop: load the target, then answer calls until the pipe closes."""
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -52,17 +53,16 @@ def _child(connection, target: Target, memory_bytes: int) -> None:
     except TargetError as error:
         connection.send(("load_error", str(error)))
         return
-    problem = signature_problem(function)
+    problem = signature_problem(function, *shape)
     connection.send(("ready", problem))
     while True:
         try:
             request = connection.recv()
         except (EOFError, OSError):
             return
-        jobs, slots, continuous = request
         before = pickle.dumps(request)
         try:
-            result = function(jobs, slots, continuous)
+            result = function(*request)
         except BaseException as error:  # the target may raise anything, SystemExit included
             connection.send(("raised", type(error).__name__, _describe(error), _changed(before, request)))
             continue
@@ -96,8 +96,10 @@ class TargetProcess:
         target: Target,
         call_seconds: float = DEFAULT_CALL_SECONDS,
         memory_bytes: int = DEFAULT_MEMORY_BYTES,
+        shape: tuple = DEFAULT_SHAPE,
     ) -> None:
         self.target = target
+        self.shape = shape  # (example arguments, how the call is written) for the signature check
         self.call_seconds = call_seconds
         self.memory_bytes = memory_bytes
         self.calls = 0
@@ -109,7 +111,7 @@ class TargetProcess:
         """Start the child and load the target; raise TargetError if it cannot be loaded."""
         context = multiprocessing.get_context("fork")
         parent_end, child_end = context.Pipe()
-        process = context.Process(target=_child, args=(child_end, self.target, self._memory_limit()), daemon=True)
+        process = context.Process(target=_child, args=(child_end, self.target, self._memory_limit(), self.shape), daemon=True)
         process.start()
         child_end.close()
         self._process, self._connection = process, parent_end
@@ -136,14 +138,14 @@ class TargetProcess:
             mapped = 0
         return mapped + self.memory_bytes
 
-    def call(self, jobs, slots, continuous, seconds: float | None = None) -> Outcome:
-        """Call the target once, within ``seconds`` (default: the process's per-call limit)."""
+    def call(self, *args, seconds: float | None = None) -> Outcome:
+        """Call the target once with ``args``, within ``seconds`` (default: the process's per-call limit)."""
         if self._process is None:
             self.start()
         self.calls += 1
         limit = self.call_seconds if seconds is None else seconds
         try:
-            self._connection.send((jobs, slots, continuous))
+            self._connection.send(args)
         except (BrokenPipeError, OSError):
             return self._died()
         if not self._connection.poll(limit):
@@ -204,8 +206,9 @@ class InProcessTarget:
     would turn them into concrete values).  Nothing is contained here: a hang or a
     crash of the target is one of the harness; use it only on trusted code."""
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: Target, shape: tuple = None) -> None:
         self.target = target
+        self.shape = shape or DEFAULT_SHAPE
         self.calls = 0
         self.call_seconds = None
         self.signature_problem: str | None = None
@@ -213,16 +216,16 @@ class InProcessTarget:
 
     def start(self) -> None:
         self._function = load_callable(self.target)
-        self.signature_problem = signature_problem(self._function)
+        self.signature_problem = signature_problem(self._function, *self.shape)
 
-    def call(self, jobs, slots, continuous, seconds: float | None = None) -> Outcome:
+    def call(self, *args, seconds: float | None = None) -> Outcome:
         if self._function is None:
             self.start()
         self.calls += 1
-        request = (jobs, slots, continuous)
+        request = args
         before = repr(request)
         try:
-            result = self._function(jobs, slots, continuous)
+            result = self._function(*args)
         except (KeyboardInterrupt, SystemExit) as error:
             return Outcome("raised", error=f"{type(error).__name__}: {error}", error_type=type(error).__name__)
         except Exception as error:  # the target's failure is a finding, not ours

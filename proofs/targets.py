@@ -80,8 +80,8 @@ def load_callable(target: Target) -> Callable:
     return getattr(module, target.function)
 
 
-def signature_problem(function) -> str | None:
-    """Why ``function`` cannot be called as ``schedule(jobs, slots, continuous)``, or None."""
+def signature_problem(function, example_args: tuple = ([], 1, True), written: str = "schedule(jobs, slots, continuous)") -> str | None:
+    """Why ``function`` cannot be called with ``example_args`` (as ``written``), or None."""
     if not callable(function):
         return f"{function!r} is not callable"
     try:
@@ -89,7 +89,7 @@ def signature_problem(function) -> str | None:
     except (TypeError, ValueError):
         return None  # a builtin without a signature: find out by calling it
     try:
-        signature.bind([], 1, True)
+        signature.bind(*example_args)
     except TypeError as error:
-        return f"cannot be called as schedule(jobs, slots, continuous): {error} (signature {signature})"
+        return f"cannot be called as {written}: {error} (signature {signature})"
     return None

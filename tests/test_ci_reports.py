@@ -69,10 +69,10 @@ def verify_report(*counterexamples, target=SLOT_BUG, contracts=None):
 
 
 SLOT_CEX = Counterexample("slot_bound", "hypothesis", "conformance",
-                          [{"id": 0, "arrival": 0, "tokens": 1}, {"id": 1, "arrival": 0, "tokens": 1}], 1, False,
+                          ([{"id": 0, "arrival": 0, "tokens": 1}, {"id": 1, "arrival": 0, "tokens": 1}], 1, False),
                           "tick 0 serves [0, 1]: 2 jobs in 1 slots")
 VALIDATION_CEX = Counterexample("validation", "hypothesis", "validation",
-                                [{"id": 0, "arrival": 0, "tokens": float("nan")}], 1, True,
+                                ([{"id": 0, "arrival": 0, "tokens": float("nan")}], 1, True),
                                 "returned a result", "jobs[0].tokens: expected an int >= 1")
 
 
@@ -103,7 +103,7 @@ def test_replay_path_is_where_verify_saved_the_counterexample(tmp_path):
 
 
 def test_a_signature_failure_skips_the_invariants_it_kept_from_being_checked():
-    cex = Counterexample("signature", "harness", "conformance", [], 1, True, "cannot be called as schedule(...)")
+    cex = Counterexample("signature", "harness", "conformance", ([], 1, True), "cannot be called as schedule(...)")
     cases = junit_cases(ci_reports.junit_xml("verify", verify_report(cex)))
     assert cases["signature"].find("failure") is not None
     assert all(cases[n].find("skipped") is not None for n in NAMES if n != "signature")

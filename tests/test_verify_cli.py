@@ -145,7 +145,7 @@ def test_a_hanging_target_is_reported_not_waited_for(tmp_path, isolated, capsys)
 def test_report_is_stable_text():
     cex = Counterexample(
         "slot_bound", "hypothesis", "conformance",
-        [{"id": 0, "arrival": 0, "tokens": 1}, {"id": 1, "arrival": 0, "tokens": 1}], 1, True,
+        ([{"id": 0, "arrival": 0, "tokens": 1}, {"id": 1, "arrival": 0, "tokens": 1}], 1, True),
         "tick 0 serves [0, 1]: 2 jobs in 1 slots",
     )
     actual = {
@@ -169,7 +169,7 @@ def test_report_is_stable_text():
 
 
 def test_non_json_inputs_have_null_input_and_a_python_repr():
-    cex = Counterexample("validation", "hypothesis", "validation", ({"id": 0, "arrival": float("nan"), "tokens": 1},), 1, True, "m")
+    cex = Counterexample("validation", "hypothesis", "validation", (({"id": 0, "arrival": float("nan"), "tokens": 1},), 1, True), "m")
     data = cex.to_json()
     assert data["input"] is None
     assert data["input_repr"] == 'schedule(({"id": 0, "arrival": float("nan"), "tokens": 1},), slots=1, continuous=True)'

@@ -123,7 +123,7 @@ def _compare(old: Target, new: Target, args, started: float) -> int:
 
 
 def format_difference(found: Difference) -> list[str]:
-    cex = Counterexample("", found.engine, "conformance", *found.call, "")
+    cex = Counterexample("", found.engine, "conformance", tuple(found.call), "")
     noun = "job" if cex.size == 1 else "jobs"
     lines = [f"DIFF {found.classification}  engine={found.engine}  (shrunk: {cex.size} {noun})", cex.input_repr()]
     for name, side in (("old", found.old), ("new", found.new)):
@@ -142,7 +142,7 @@ def format_difference(found: Difference) -> list[str]:
 def _write_json(path: str | None, old: str, new: str, seconds: float, found: Difference | None) -> dict:
     differences = []
     if found is not None:
-        cex = Counterexample("", found.engine, "conformance", *found.call, "").to_json()
+        cex = Counterexample("", found.engine, "conformance", tuple(found.call), "").to_json()
         differences.append({
             "classification": found.classification,
             "engine": found.engine,

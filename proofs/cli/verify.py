@@ -9,12 +9,13 @@ import sys
 import time
 
 import spec
+from proofs import models
 from proofs.report import ci as ci_reports
 from proofs.counterexample import Counterexample, load, save
 from proofs.sandbox import InProcessTarget, TargetProcess
 from proofs.symbolic.bridge import ledger
 from proofs.report.text import format_counterexample, summary_line
-from proofs.targets import DEFAULT_TARGET, TargetError, parse_target
+from proofs.targets import TargetError, parse_target
 
 ENGINES = ("hypothesis", "crosshair")  # the engines of `verify --engine`, in the order `all` runs them
 SAVED_DIR = os.path.join(".schedcheck", "counterexamples")
@@ -51,8 +52,19 @@ def add_parsers(commands) -> None:
         description="Check TARGET (default: our impl) against every invariant of the spec.",
     )
     verify.add_argument(
-        "target", nargs="?", default=DEFAULT_TARGET,
-        help="path/to/file.py:function or package.module:function (default: %(default)s)",
+        "target", nargs="?", default=None,
+        help="path/to/file.py:function or package.module:function (default: our impl, "
+        "impl:schedule, or impl:serve with --model serving)",
+    )
+    verify.add_argument(
+        "--model", choices=models.NAMES, default=models.DEFAULT,
+        help="which model of the spec judges the target: chapter, schedule(jobs, slots, continuous); "
+        "serving, serve(requests, config) (default %(default)s)",
+    )
+    verify.add_argument(
+        "--policy", default=None, metavar="fcfs|none",
+        help="serving model: fcfs (vLLM's FCFS, the default) or none (the policy-free safety invariants "
+        "and the metrics only, for an engine with another policy)",
     )
     verify.add_argument("--engine", choices=(*ENGINES, "all"), default="hypothesis")
     verify.add_argument(
@@ -121,9 +133,18 @@ def run_verify(args: argparse.Namespace) -> int:
     except ValueError as error:
         return _fail_usage(str(error))
     try:
-        target = parse_target(args.target)
+        model = models.get(args.model, args.policy)
+    except ValueError as error:
+        return _fail_usage(str(error))
+    if model.name != "chapter" and args.engine != "hypothesis":
+        return _fail_usage(f"--engine {args.engine}: the {model.name} model is checked by the hypothesis engine only")
+    if model.name != "chapter" and args.backend != "hypothesis":
+        return _fail_usage(f"--backend {args.backend}: the {model.name} model runs on the hypothesis backend only")
+    try:
+        target = parse_target(args.target or model.default_target)
     except TargetError as error:
         return _fail_usage(str(error))
+    ours = target.text == model.default_target  # our own impl: its online scheduler gets the stateful test too
     deadline = started + args.budget
     # --engine all: Hypothesis has the first half of the budget, CrossHair the rest
     hypothesis_deadline = started + args.budget / 2 if args.engine == "all" else deadline
@@ -131,10 +152,12 @@ def run_verify(args: argparse.Namespace) -> int:
     found, calls, unfinished, contracts = [], 0, [], []
     try:
         isolated = args.backend == "hypothesis"
-        with (TargetProcess(target, call_seconds=args.call_timeout) if isolated else InProcessTarget(target)) as process:
+        with (TargetProcess(target, call_seconds=args.call_timeout, shape=model.shape) if isolated
+              else InProcessTarget(target, shape=model.shape)) as process:
             process.start()
             if process.signature_problem:
-                cex = Counterexample("signature", "harness", "conformance", [], 1, True, process.signature_problem)
+                cex = Counterexample("signature", "harness", "conformance", tuple(model.example_call),
+                                     process.signature_problem, model=model.name)
                 found = [(cex, None)]
             else:
                 if args.engine in ("hypothesis", "all"):
@@ -146,7 +169,7 @@ def run_verify(args: argparse.Namespace) -> int:
 
                         process.close()  # each worker starts its own
                         merged = run_parallel(
-                            target, hypothesis_deadline, args.workers, stateful=target.is_default,
+                            target, hypothesis_deadline, args.workers, stateful=ours, model=model,
                             find_all=args.all, db=args.db, saved_dir=args.save_dir,
                             call_seconds=args.call_timeout, **options,
                         )
@@ -155,9 +178,9 @@ def run_verify(args: argparse.Namespace) -> int:
                     else:
                         search = Search(
                             process, hypothesis_deadline, find_all=args.all, database=database,
-                            saved_dir=args.save_dir, progress=progress, backend=args.backend, **options,
+                            saved_dir=args.save_dir, progress=progress, backend=args.backend, model=model, **options,
                         )
-                        found += [(f.counterexample, f.actual) for f in search.run(stateful=target.is_default)]
+                        found += [(f.counterexample, f.actual) for f in search.run(stateful=ours)]
                         calls, unfinished = search.calls_tried, search.unfinished
                 if args.engine in ("crosshair", "all") and (args.all or not found):
                     from proofs.symbolic.bridge import run_contracts, to_counterexamples
@@ -221,15 +244,16 @@ def run_replay(args: argparse.Namespace) -> int:
     except (OSError, ValueError, KeyError, TypeError, SyntaxError) as error:
         return _fail_usage(f"cannot read {args.counterexample!r}: {error}")
     try:
-        target = parse_target(args.target or found_on or DEFAULT_TARGET)
+        model = models.get(cex.model)
+        target = parse_target(args.target or found_on or model.default_target)
     except TargetError as error:
         return _fail_usage(str(error))
     from proofs.search.engine import Search
 
     try:
-        with TargetProcess(target) as process:
+        with TargetProcess(target, shape=model.shape) as process:
             process.start()
-            search = Search(process, time.monotonic() + 60)
+            search = Search(process, time.monotonic() + 60, model=model)
             findings = search._judge(cex.check, cex.call, cex.rule)
     except TargetError as error:
         return _fail_usage(str(error))

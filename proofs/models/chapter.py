@@ -16,6 +16,7 @@ class ChapterModel:
     default_target = "impl:schedule"
     parameters = ("jobs", "slots", "continuous")
     example_call = ([], 1, True)
+    written = "schedule(jobs, slots, continuous)"
     noun = ("job", "jobs")
     policies = ("fifo",)
     has_relations = True
@@ -27,6 +28,11 @@ class ChapterModel:
         self.spec = spec
         self.names = spec.NAMES
         self.invariants = spec.INVARIANTS
+
+    @property
+    def shape(self) -> tuple:
+        """(example arguments, how a call is written): what the sandbox checks a target's signature with."""
+        return (self.example_call, self.written)
 
     # -- the domain and the oracle ------------------------------------------------------
 

@@ -8,41 +8,27 @@ counterexample always prints the same report.
 
 from __future__ import annotations
 
-import spec
+from proofs import models
 from proofs.counterexample import Counterexample
-from spec.observation import Observation, observe
-from spec.oracle import first_difference
-from proofs.report.timeline import render
 
 
 def format_counterexample(cex: Counterexample, actual=None) -> list[str]:
     """The report's lines; ``actual`` is the target's result on the input, when it returned one."""
-    noun = "job" if cex.size == 1 else "jobs"
+    model = models.get(cex.model)
+    noun = model.noun[0] if cex.size == 1 else model.noun[1]
     lines = [f"FAIL {cex.property}  engine={cex.engine}  (shrunk: {cex.size} {noun})", cex.input_repr()]
     lines += [f"# {line}" for line in cex.message.splitlines() or [""]]
     if cex.check == "validation":
         lines.append(f"expected  ValueError ({cex.rule})" if cex.rule else "expected  ValueError")
         return lines
-    if not drawable(cex.call, actual):
+    if not model.drawable(cex.call, actual):
         return lines
-    expected = spec.run(*cex.call)
-    difference = first_difference(expected, actual)
-    focus = None
-    if difference is not None:
-        focus = difference.tick
-        lines.append(f"first difference: {difference.message}")
-    lines += render(expected["trace"], actual["trace"], focus)
-    return lines
+    return lines + model.timeline(cex.call, actual)
 
 
-def drawable(call, result) -> bool:
+def drawable(call, result, model=None) -> bool:
     """True when ``call`` is valid and ``result`` has the contract's shape, so a timeline can be drawn."""
-    if not spec.is_valid(*call):
-        return False
-    try:
-        return isinstance(observe(spec.validate(*call), call[1], call[2], result), Observation)
-    except Exception:  # a hostile result: draw no picture
-        return False
+    return (model or models.get()).drawable(call, result)
 
 
 def summary_line(verdict: str, target: str, found: int, examples: int) -> str:

@@ -1,8 +1,9 @@
 """The Hypothesis engine: search for a call that breaks an invariant, then minimise it.
 
-What it establishes: for the calls it tried, the target kept every invariant of the
-registry (``spec.check`` on every result, plus validation, input_unchanged,
-deterministic and termination).  It is a search, not a proof: a pass says that no
+What it establishes: for the calls it tried, the target kept every invariant of its
+model's registry (``spec.check`` or ``spec.serving.check`` on every result, plus
+validation, input_unchanged, deterministic and termination); the model
+(``proofs.models``) supplies the strategies, the oracle and the minimiser.  It is a search, not a proof: a pass says that no
 counterexample was found within the examples and the budget, which the summary names.
 
 What it runs, in order, stopping at the first counterexample (``--all`` goes on):
@@ -33,16 +34,13 @@ from typing import Callable, NamedTuple
 
 from hypothesis import HealthCheck, Verbosity, given, settings
 from hypothesis import strategies as st
-from hypothesis import target as hypothesis_target
 
-import spec
+from proofs import models
 from proofs.counterexample import Counterexample
 from proofs.sandbox import TargetProcess
 from proofs.search.judge import Finding, judge_invalid_call, judge_repeated_call, judge_valid_call
 from proofs.search.database import GuardedDatabase
-from proofs.search.minimize import minimize_invalid_call, minimize_valid_call
 from proofs.search.relations import broken_relations, related_calls
-from proofs.search.strategies import bad_calls, corrupted_calls, valid_calls
 
 ENGINE = "hypothesis"
 HYPOTHESIS_SHRINK_SECONDS = 0.3  # then the deterministic minimiser takes over
@@ -77,12 +75,6 @@ class Found(NamedTuple):
     actual: object  # the target's result on the minimal input, when it returned one
 
 
-def _one_step_larger(call):
-    """The call with every arrival and token count 16 times larger."""
-    jobs, slots, continuous = call
-    return ([dict(job, arrival=16 * job["arrival"], tokens=16 * job["tokens"]) for job in jobs], slots, continuous)
-
-
 class Search:
     """One verify run of the Hypothesis engine against one target."""
 
@@ -98,8 +90,10 @@ class Search:
         examples: dict | None = None,
         backend: str = "hypothesis",
         database=None,
+        model=None,
     ) -> None:
         self.process = process
+        self.model = model or models.get()  # the model of the spec the target is judged by (proofs.models)
         self.backend = backend
         self.deadline = deadline
         self.seed = seed
@@ -122,7 +116,7 @@ class Search:
             ("validation", "validation", self._systematic_validation),
             ("conformance", "conformance", self._conformance),
             ("deterministic", "deterministic", self._deterministic),
-            ("metamorphic", "metamorphic", self._metamorphic),
+            *([("metamorphic", "metamorphic", self._metamorphic)] if self.model.has_relations else []),
             ("corrupted_validation", "validation", self._corrupted_validation),
         ]
         if stateful:
@@ -146,7 +140,7 @@ class Search:
         return {found.counterexample.property for found in self.found}
 
     def _record(self, check: str, call, finding: Finding, rule: str = "") -> None:
-        cex = Counterexample(finding.invariant, ENGINE, check, *call, finding.message, rule)
+        cex = Counterexample(finding.invariant, ENGINE, check, tuple(call), finding.message, rule, model=self.model.name)
         self.found.append(Found(cex, finding.result))
 
     # -- judging one call ------------------------------------------------------------
@@ -154,19 +148,11 @@ class Search:
     def _valid(self, call, seconds: float | None = None, reference: dict | None = None) -> list[Finding]:
         self.calls_tried += 1
         outcome = self.process.call(*copy.deepcopy(call), seconds=seconds)
-        return judge_valid_call(outcome, *call, reference=reference)
+        return judge_valid_call(outcome, *call, reference=reference, model=self.model)
 
     def _valid_steered(self, call) -> list[Finding]:
-        """Judge a valid call, and point Hypothesis at the corners that hide bugs:
-        many jobs, arrival ties, long queues and large gaps between the policies."""
-        jobs, slots, continuous = call
-        runs = {policy: spec.run(jobs, slots, policy) for policy in (False, True)}
-        arrivals = [job["arrival"] for job in jobs]
-        hypothesis_target(float(len(jobs)), label="jobs")
-        hypothesis_target(float(len(arrivals) - len(set(arrivals))), label="arrival ties")
-        hypothesis_target(float(sum(job["wait"] for job in runs[False]["completed"])), label="queueing")
-        hypothesis_target(runs[True]["utilization"] - runs[False]["utilization"], label="policy gap")
-        return self._valid(call, reference=runs[continuous])
+        """Judge a valid call, and point Hypothesis at the corners that hide bugs (the model's ``steer``)."""
+        return self._valid(call, reference=self.model.steer(call))
 
     def _invalid(self, call, rule: str) -> list[Finding]:
         self.calls_tried += 1
@@ -174,7 +160,7 @@ class Search:
 
     def _repeated(self, call) -> list[Finding]:
         self.calls_tried += 7
-        return judge_repeated_call(self.process, copy.deepcopy(call))
+        return judge_repeated_call(self.process, copy.deepcopy(call), self.model)
 
     # -- the checks --------------------------------------------------------------------
 
@@ -186,7 +172,8 @@ class Search:
             try:
                 with open(path) as handle:
                     data = json.load(handle)
-                if data.get("target") != self.process.target.text or data.get("engine") != ENGINE:
+                if (data.get("target") != self.process.target.text or data.get("engine") != ENGINE
+                        or data.get("model", models.DEFAULT) != self.model.name):
                     continue
                 cex = Counterexample.from_json(data)
             except (OSError, ValueError, KeyError, TypeError, SyntaxError):
@@ -208,14 +195,14 @@ class Search:
         return []
 
     def _systematic_validation(self) -> None:
-        for rule, call in bad_calls():
+        for rule, call in self.model.bad_calls():
             if time.monotonic() >= self.deadline:
                 self.unfinished.append("validation")
                 return
             findings = [f for f in self._invalid(call, rule) if f.invariant not in self.known]
             if findings:
                 wanted = findings[0].invariant
-                small = minimize_invalid_call(
+                small = self.model.minimize_invalid(
                     call, lambda c: any(f.invariant == wanted for f in self._invalid(c, rule)), self._shrink_seconds()
                 )
                 self._record("validation", small, self._invalid(small, rule)[0], rule)
@@ -224,7 +211,7 @@ class Search:
             self.progress("validation", self.calls_tried)
 
     def _conformance(self) -> None:
-        self._search("conformance", valid_calls(), self._valid_steered, self._minimize_valid)
+        self._search("conformance", self.model.valid_calls(), self._valid_steered, self._minimize_valid)
 
     def _metamorphic(self) -> None:
         """Related calls (both policies, one slot, a slot per job) judged side by side."""
@@ -235,7 +222,7 @@ class Search:
             for call in related_calls(jobs, slots):
                 self.calls_tried += 1
                 outcome = self.process.call(*copy.deepcopy(call))
-                findings = judge_valid_call(outcome, *call)
+                findings = judge_valid_call(outcome, *call, model=self.model)
                 if findings:
                     pair_call["call"] = call
                     return findings
@@ -246,36 +233,40 @@ class Search:
             return []
 
         pair_call = {}
-        pairs = st.tuples(valid_calls(max_jobs=12).map(lambda call: list(call[0])), st.integers(1, 4))
+        pairs = st.tuples(self.model.valid_calls(max_jobs=12).map(lambda call: list(call[0])), st.integers(1, 4))
         self._search(
             "metamorphic", pairs, judge,
             lambda pair, wanted: self._minimize_valid(pair_call["call"], wanted),
         )
 
     def _deterministic(self) -> None:
-        self._search("deterministic", valid_calls(max_jobs=8), self._repeated, self._minimize_repeated)
+        self._search("deterministic", self.model.valid_calls(max_jobs=8), self._repeated, self._minimize_repeated)
 
     def _corrupted_validation(self) -> None:
         def judge(call):
-            assert not spec.is_valid(*call), f"corrupted_calls drew a valid call: {call!r}"
+            assert not self.model.is_valid(*call), f"corrupted_calls drew a valid call: {call!r}"
             return self._invalid(call, "a corrupted input")
 
         def minimize(call, wanted):
             def fails(c):
                 return any(f.invariant == wanted for f in judge(c))
 
-            small = minimize_invalid_call(call, fails, self._shrink_seconds())
+            small = self.model.minimize_invalid(call, fails, self._shrink_seconds())
             return small, [f for f in judge(small) if f.invariant == wanted][0]
 
-        self._search("validation", corrupted_calls(), judge, minimize, rule="a corrupted input")
+        self._search("validation", self.model.corrupted_calls(), judge, minimize, rule="a corrupted input")
 
     def _stateful(self) -> None:
-        from proofs.search.stateful import run_stateful
+        if self.model.name == "serving":
+            from proofs.search.serving_stateful import run_stateful
+        else:
+            from proofs.search.stateful import run_stateful
 
         failure = run_stateful(self.examples["stateful"], self.seed)
         if failure is not None:
             invariant, message, program = failure
-            cex = Counterexample(invariant, ENGINE, "stateful", [], 1, True, message + "\n" + program)
+            cex = Counterexample(invariant, ENGINE, "stateful", tuple(self.model.example_call),
+                                 message + "\n" + program, model=self.model.name)
             self.found.append(Found(cex, None))
 
     # -- search and minimisation ---------------------------------------------------------
@@ -299,12 +290,12 @@ class Search:
         passes = [(HANG_PROBE_SECONDS, 0.6 * total), (None, 0.4 * total)] if hang else [(None, total)]
         start = call
         for seconds, minimising in passes:
-            small = minimize_valid_call(start, fails_within(seconds), minimising, coarse=hang)
+            small = self.model.minimize_valid(start, fails_within(seconds), minimising, coarse=hang)
             self.process.close()  # judge the minimal call in a fresh process: nothing came before
             findings = [f for f in self._valid(small) if f.invariant == wanted]
             if findings:
                 return small, findings[0]
-            larger = _one_step_larger(small)
+            larger = self.model.one_step_larger(small)
             start = larger if fails_within(None)(larger) else call
         # it fails only after earlier calls: that is a claim about history
         for candidate in (small, call):
@@ -316,7 +307,7 @@ class Search:
         def fails(candidate) -> bool:
             return any(f.invariant == wanted for f in self._repeated(candidate))
 
-        small = minimize_valid_call(call, fails, self._shrink_seconds())
+        small = self.model.minimize_valid(call, fails, self._shrink_seconds())
         findings = [f for f in self._repeated(small) if f.invariant == wanted]
         if not findings:
             small, findings = call, [Finding(wanted, "failed once; did not fail again")]

@@ -1,15 +1,16 @@
 """Judging one call of a target: from what it did to the invariants it broke.
 
 Every engine goes through here, so a counterexample means the same thing whichever
-engine found it.  The claims are the registry's (``spec.INVARIANTS``); what a call
-can show beyond a result is mapped onto them:
+engine found it.  The claims are the model's registry (``spec.INVARIANTS`` or
+``spec.serving.INVARIANTS``, through ``proofs.models``); what a call can show beyond
+a result is mapped onto them:
 
 - no result in time, an exception other than ValueError on a valid call, or the
   process dying: ``termination`` (every valid call ends by returning a result);
 - ValueError on a valid call, or anything but ValueError on an invalid one: ``validation``;
 - the input modified: ``input_unchanged``;
 - a different result for the same call: ``deterministic``;
-- a result: whatever ``spec.check`` finds.
+- a result: whatever the model's oracle (``spec.check``, ``spec.serving.check``) finds.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import spec
+from proofs import models
 from proofs.sandbox import Outcome, TargetProcess
-
-ORDER = {name: index for index, name in enumerate(spec.NAMES)}
 
 
 class Finding(NamedTuple):
@@ -31,12 +31,14 @@ class Finding(NamedTuple):
     result: object = None  # the target's result, when it returned one
 
 
-def _first(findings: list[Finding]) -> list[Finding]:
-    return sorted(findings, key=lambda f: ORDER.get(f.invariant, -1))
+def _first(findings: list[Finding], model) -> list[Finding]:
+    order = {name: index for index, name in enumerate(model.names)}
+    return sorted(findings, key=lambda f: order.get(f.invariant, -1))
 
 
-def judge_valid_call(outcome: Outcome, jobs, slots, continuous, reference: dict | None = None) -> list[Finding]:
-    """The invariants a call inside the domain broke, in registry order ([] if none)."""
+def judge_valid_call(outcome: Outcome, *call, reference: dict | None = None, model=None) -> list[Finding]:
+    """The invariants a call inside the domain broke, in the model's registry order ([] if none)."""
+    model = model or models.get()
     if outcome.kind == "timeout":
         return [Finding("termination", f"the call {outcome.error}")]
     if outcome.kind == "died":
@@ -47,13 +49,13 @@ def judge_valid_call(outcome: Outcome, jobs, slots, continuous, reference: dict 
         return [Finding("termination", f"a valid call raised {outcome.error} instead of returning a result")]
     findings = []
     if outcome.mutated:
-        findings.append(Finding("input_unchanged", "the call modified the caller's jobs"))
+        findings.append(Finding("input_unchanged", f"the call modified the caller's {model.parameters[0]}"))
     if outcome.kind == "unpicklable":
         findings.append(Finding("well_typed", f"the result is not plain data: {outcome.error}"))
-        return _first(findings)
-    for violation in spec.check(jobs, slots, continuous, outcome.result, reference):
+        return _first(findings, model)
+    for violation in model.check(call, outcome.result, reference):
         findings.append(Finding(violation.invariant, violation.message, violation, outcome.result))
-    return _first(findings)
+    return _first(findings, model)
 
 
 def judge_invalid_call(outcome: Outcome, rule: str) -> list[Finding]:
@@ -71,35 +73,24 @@ def _same(first: Outcome, second: Outcome) -> bool:
     return (first.kind, first.result, first.error) == (second.kind, second.result, second.error)
 
 
-def rejected_variants(call) -> list[tuple]:
-    """Invalid calls that a validator rejects only after reading every job of ``call``."""
-    jobs, slots, continuous = call
-    late_zero = list(jobs) + [{"id": _fresh_id(jobs), "arrival": 0, "tokens": 0}]
-    repeated = list(jobs) + [dict(jobs[0])] if jobs else [{"id": 0, "arrival": 0, "tokens": 0}]
-    return [(late_zero, slots, continuous), (repeated, slots, continuous)]
-
-
-def _fresh_id(jobs) -> int:
-    return max((job["id"] for job in jobs), default=0) + 1
-
-
-def judge_repeated_call(process: TargetProcess, call) -> list[Finding]:
-    """The call in a fresh process, then in another fresh process after other calls (the
-    other policy, one more slot, rejected inputs), then once more at once: all must agree."""
-    jobs, slots, continuous = call
+def judge_repeated_call(process: TargetProcess, call, model=None) -> list[Finding]:
+    """The call in a fresh process, then in another fresh process after other calls (for the
+    chapter's model the other policy, one more slot, rejected inputs), then once more at once:
+    all must agree."""
+    model = model or models.get()
     process.close()  # nothing came before: the next call starts a fresh process
     first = process.call(*call)
-    broken = judge_valid_call(first, *call)
+    broken = judge_valid_call(first, *call, model=model)
     if any(f.invariant == "termination" for f in broken):
         return broken
     process.close()
-    for other in [(jobs, slots, not continuous), (jobs, slots + 1, continuous)] + rejected_variants(call):
+    for other in model.calls_between(call):
         process.call(*other)
     again = process.call(*call)
     if not _same(first, again):
         return [Finding(
             "deterministic",
-            "after calls with the other policy, one more slot and rejected inputs, "
+            "after other calls (other settings, rejected inputs), "
             "this call gave a different result than in a fresh process",
             result=again.result,
         )]

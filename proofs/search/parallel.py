@@ -48,6 +48,8 @@ class _Task(NamedTuple):
     call_seconds: float
     seed: int | None
     examples: dict | None
+    model: str = "chapter"  # the model's name (proofs.models), and its policy
+    policy: str | None = None
 
 
 def plan(stateful: bool) -> list[str]:
@@ -69,6 +71,7 @@ def run_parallel(
     call_seconds: float = 1.0,
     seed: int | None = None,
     examples: dict | None = None,
+    model=None,
 ) -> Merged:
     """Run one verify search of ``target`` with its checks spread over ``workers`` processes."""
     if workers < 1:
@@ -80,8 +83,9 @@ def run_parallel(
     database = open_database(db)
     if db and db.startswith("redis://") and not database.connected:
         db = None
+    named = (model.name, model.policy) if model is not None else ("chapter", None)
     replay = _run_task(_Task(-1, "replay", target, deadline, stateful, find_all, db, saved_dir,
-                             call_seconds, seed, examples), database=database)
+                             call_seconds, seed, examples, *named), database=database)
     if replay[1] and not find_all:
         return Merged(replay[1], replay[2], [])
 
@@ -90,7 +94,7 @@ def run_parallel(
     first_found = context.Value("i", len(checks))
     warned = context.Value("b", 0)
     tasks = [
-        _Task(i, check, target, deadline, stateful, find_all, db, saved_dir, call_seconds, seed, examples)
+        _Task(i, check, target, deadline, stateful, find_all, db, saved_dir, call_seconds, seed, examples, *named)
         for i, check in enumerate(checks)
     ]
     queue, answers = context.Queue(), context.Queue()
@@ -156,6 +160,7 @@ def _warn_once(message: str) -> None:
 
 def _run_task(task: _Task, database=None):
     """One check in this process: (index, found, calls, unfinished, cancelled)."""
+    from proofs import models
     from proofs.search.engine import Search
     from proofs.sandbox import TargetProcess
     from proofs.search.database import open_database
@@ -172,11 +177,12 @@ def _run_task(task: _Task, database=None):
             cancelled["now"] = True
             search.deadline = float("-inf")  # stop at the next deadline check
 
-    with TargetProcess(task.target, call_seconds=task.call_seconds) as process:
+    model = models.get(task.model, task.policy)
+    with TargetProcess(task.target, call_seconds=task.call_seconds, shape=model.shape) as process:
         process.start()
         search = Search(
             process, task.deadline, seed=task.seed, find_all=task.find_all, database=database,
-            saved_dir=task.saved_dir, progress=progress, examples=task.examples,
+            saved_dir=task.saved_dir, progress=progress, examples=task.examples, model=model,
         )
         found = search.run(stateful=task.stateful, only={task.check})
     if found and first_found is not None:

@@ -94,7 +94,7 @@ def to_counterexamples(results: list[dict], search) -> list[tuple[Counterexample
         data = result["counterexample"]
         if result["subject"] != "schedule":
             cex = Counterexample(
-                result["name"], ENGINE, "step", [], 1, True,
+                result["name"], ENGINE, "step", ([], 1, True),
                 f"one tick of {result['subject']} breaks {result['name']}: {result['message']}",
                 pre_state=data.get("pre_state"),
             )
@@ -105,7 +105,7 @@ def to_counterexamples(results: list[dict], search) -> list[tuple[Counterexample
             findings = search._valid(call)
             if findings:
                 small, finding = search._minimize_valid(call, findings[0].invariant)
-                found.append((Counterexample(finding.invariant, ENGINE, "conformance", *small, finding.message), finding.result))
+                found.append((Counterexample(finding.invariant, ENGINE, "conformance", small, finding.message), finding.result))
                 continue
         else:
             findings = search._invalid(call, "found by crosshair")
@@ -115,12 +115,12 @@ def to_counterexamples(results: list[dict], search) -> list[tuple[Counterexample
                     call, lambda c: any(f.invariant == wanted for f in search._invalid(c, "found by crosshair")), 5.0
                 )
                 message = search._invalid(small, "found by crosshair")[0].message
-                found.append((Counterexample(wanted, ENGINE, "validation", *small, message, "found by crosshair"), None))
+                found.append((Counterexample(wanted, ENGINE, "validation", small, message, "found by crosshair"), None))
                 continue
         # CrossHair's concrete re-run failed, ours does not: say so rather than drop it
         cex = Counterexample(
             "validation" if result["name"] == "validation" else "matches_reference", ENGINE, "conformance",
-            *call, f"crosshair: {result['message']} (not reproduced by the isolated re-run)",
+            call, f"crosshair: {result['message']} (not reproduced by the isolated re-run)",
         )
         found.append((cex, None))
     return found
