@@ -321,7 +321,7 @@ class ServingScheduler:
             n = min(state.prompt + state.generated - state.computed, budget)
             extra = -(-(state.computed + n) // block_size) - len(state.blocks)
             self_preempted = False
-            while self._free_count() < extra:
+            while extra and self._free_count() < extra:
                 victim = self._tail
                 self._unlink(victim)
                 self._give_back(victim, freed)
