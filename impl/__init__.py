@@ -1,5 +1,6 @@
-"""Our scheduler under check: static and continuous FIFO batching (never imports spec/)."""
+"""Our schedulers under check: the chapter's FIFO batching and the serving model's FCFS (never import spec/)."""
 
 from impl.scheduler import Scheduler, schedule
+from impl.serving import ServingScheduler, serve
 
-__all__ = ["Scheduler", "schedule"]
+__all__ = ["Scheduler", "ServingScheduler", "schedule", "serve"]
