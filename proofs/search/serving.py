@@ -22,6 +22,7 @@ invalid call does not need, keeping it invalid.
 
 from __future__ import annotations
 
+import random
 import time
 from typing import Callable
 
@@ -64,38 +65,50 @@ def configs(draw):
     }
 
 
+def _abort_after(when: str, arrival: int, offset: int) -> dict:
+    """The abort key of a request: none, at its arrival, soon after, or late (maybe after it finished)."""
+    if when == "none":
+        return {}
+    return {"abort": arrival + {"arrival": 0, "soon": 1 + offset % 4, "late": 5 + offset % 36}[when]}
+
+
+def _many_requests(seed: int, n: int, limit: int, arrival_base: int, id_base: int) -> list[dict]:
+    """``n`` cheap requests built from one drawn seed (drawing each field would cost a draw per field)."""
+    rng = random.Random(seed)
+    requests = []
+    for index in range(n):
+        total = rng.randint(1, max(1, min(limit, 6)))
+        output = rng.randint(1, total)
+        arrival = arrival_base + rng.randint(0, 3) * rng.randint(0, 1)
+        when = rng.choice(("none", "none", "none", "arrival", "soon", "late"))
+        requests.append({"id": id_base + 2 * index + rng.randint(0, 1), "arrival": arrival,
+                         "prompt": total - output + 1, "output": output, **_abort_after(when, arrival, rng.randint(0, 99))})
+    return requests
+
+
 @st.composite
 def valid_calls(draw, max_requests: int = MAX_REQUESTS, many: bool = True):
     """A valid (requests, config), shrinking towards the smallest input."""
     config = draw(configs())
     limit = peak_tokens(config)
-    if many and draw(st.integers(0, 15)) == 0:
+    arrival_base = draw(st.sampled_from(ARRIVAL_BASES))
+    id_base = draw(st.sampled_from(ID_BASES))
+    if many and draw(st.integers(0, 15)) == 0:  # hundreds of cheap requests, from one seed
         n = draw(st.integers(max_requests + 1, MANY_REQUESTS))
+        requests = _many_requests(draw(st.integers(0, 2**32)), n, limit, arrival_base, id_base)
     else:
         n = draw(st.integers(0, max_requests))
-    arrival_base = draw(st.sampled_from(ARRIVAL_BASES))
-    gaps = draw(st.sampled_from(("ties", "near", "spread", "idle")))
-    spread = {"ties": 0, "near": 3, "spread": 20, "idle": 2**33}[gaps]
-    id_base = draw(st.sampled_from(ID_BASES))
-    id_step = draw(st.sampled_from((1, 1, 7, 2**40)))
-    offsets = draw(st.lists(st.integers(-3, 3 * max(n, 1)), min_size=n, max_size=n, unique=True))
-    small = n > max_requests  # many requests: keep each one cheap
-    requests = []
-    for offset in offsets:
-        cap = min(limit, 6) if small else limit
-        total = draw(st.integers(1, max(1, cap)))  # prompt + output - 1, at most the peak rule allows
-        output = draw(st.integers(1, total))
-        prompt = total - output + 1
-        arrival = arrival_base + (0 if spread == 0 else draw(st.integers(0, 3) if small else st.integers(0, spread)))
-        request = {"id": id_base + offset * id_step, "arrival": arrival, "prompt": prompt, "output": output}
-        when = draw(st.sampled_from(("none", "none", "none", "arrival", "soon", "late")))
-        if when == "arrival":
-            request["abort"] = arrival
-        elif when == "soon":
-            request["abort"] = arrival + draw(st.integers(1, 4))
-        elif when == "late":
-            request["abort"] = arrival + draw(st.integers(5, 40))
-        requests.append(request)
+        spread = draw(st.sampled_from((0, 3, 20, 2**33)))  # ties, near, spread out, long idle gaps
+        id_step = draw(st.sampled_from((1, 1, 7, 2**40)))
+        offsets = draw(st.lists(st.integers(-3, 3 * max(n, 1)), min_size=n, max_size=n, unique=True))
+        requests = []
+        for offset in offsets:
+            total = draw(st.integers(1, max(1, limit)))  # prompt + output - 1, at most what the rules allow
+            output = draw(st.integers(1, total))
+            arrival = arrival_base + (draw(st.integers(0, spread)) if spread else 0)
+            when = draw(st.sampled_from(("none", "none", "none", "arrival", "soon", "late")))
+            requests.append({"id": id_base + offset * id_step, "arrival": arrival, "prompt": total - output + 1,
+                             "output": output, **_abort_after(when, arrival, offset)})
     container = draw(st.sampled_from(("list", "list", "list", "tuple", "subclasses")))
     if container == "tuple":
         requests = tuple(requests)
