@@ -1,4 +1,4 @@
-"""The waiting pass counts the preempted requests still waiting as if they held slots (running + preempted < max_seqs), so a preempted head is not re-admitted although a slot and memory are free."""
+"""The waiting pass counts every preempted, unfinished request against max_seqs on top of the running ones (so a resumed request counts twice), so admission stops while a slot and memory are free."""
 
 EXPECTED = "work_conserving"
 
@@ -138,8 +138,9 @@ def serve(requests, config):
             scheduled.append([r, n])
             budget -= n
             i += 1
-        # BUG: preempted requests that wait are counted against max_seqs
-        while not preempted and waiting and budget > 0 and len(running) + sum(w["preemptions"] > 0 for w in waiting) < max_seqs:
+        # BUG: a request preempted once keeps a slot reserved until it ends, also while it runs again
+        reserved = sum(r["preemptions"] > 0 and r["finish"] is None and r["aborted"] is None for r in records)
+        while not preempted and waiting and budget > 0 and len(running) + reserved < max_seqs:
             h = waiting[0]
             if h["arrival"] > t:
                 break
@@ -151,6 +152,7 @@ def serve(requests, config):
             if len(free) < _ceil(n, bs):
                 break
             running.append(waiting.pop(0))
+            reserved -= h["preemptions"] > 0
             allocated.append([h["id"], take(h, _ceil(n, bs))])
             scheduled.append([h, n])
             budget -= n
