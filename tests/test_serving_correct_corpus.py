@@ -303,6 +303,7 @@ def test_the_online_engine_driven_step_by_step_agrees(call, data):
     engine = MAKE(config)
     effective = {}
     entries = []
+    held = {}  # running id -> blocks, replayed from the entries
     while True:
         while todo:
             view = engine.view()
@@ -331,7 +332,21 @@ def test_the_online_engine_driven_step_by_step_agrees(call, data):
                 break
             continue
         entries.append(entry)
-        assert engine.view()["clock"] == entry["tick"] + 1
+        for rid, ids in entry["freed"]:  # aborted and preempted ones
+            if rid not in entry["finished"]:
+                assert held.pop(rid) == ids, entry
+        for rid, ids in entry["allocated"]:
+            held.setdefault(rid, []).extend(ids)
+        for rid, ids in entry["freed"]:
+            if rid in entry["finished"]:
+                assert held.pop(rid) == ids, entry
+        # what the entries say the running requests hold is what the view says
+        view = engine.view()
+        assert view["clock"] == entry["tick"] + 1
+        assert view["blocks"] == held and sorted(view["running"]) == sorted(held), (view, held)
+        view["blocks"].clear()
+        view["running"].clear()
+        assert engine.view()["blocks"] == held  # the view is a copy
     assert engine.idle
     expected_requests = [dict(r, abort=effective[r["id"]]) if effective.get(r["id"]) is not None else r for r in base]
     expected = SERVE["tick_by_tick"](expected_requests, config)
