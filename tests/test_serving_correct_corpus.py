@@ -11,6 +11,7 @@ ledger, every block given back, the budget and the seat cap) are checked as well
 import copy
 import json
 import pathlib
+import random
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -288,6 +289,30 @@ def test_all_four_agree_exactly_on_random_valid_inputs(call):
             assert standard_part(result, requests) == reference, name
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_all_four_agree_on_large_loads(seed):
+    """Hundreds of requests and ticks, many preemptions and aborts: still one answer."""
+    rng = random.Random(seed)
+    block_size, chunked = rng.choice([1, 2, 16]), seed % 2 == 0
+    requests = []
+    for i in range(150):
+        arrival = rng.randint(0, 300)
+        request = {"id": rng.randint(-10**6, 10**6) * 1000 + i, "arrival": arrival, "prompt": rng.randint(1, 60),
+                   "output": rng.randint(1, 40)}
+        if rng.random() < 0.3:
+            request["abort"] = arrival + rng.randint(0, 80)
+        requests.append(request)
+    peak = max(r["prompt"] + r["output"] - 1 for r in requests)
+    config = {"max_seqs": rng.randint(4, 32), "token_budget": rng.randint(8, 128) if chunked else peak + rng.randint(0, 64),
+              "block_size": block_size, "num_blocks": -(-peak // block_size) * rng.randint(1, 4), "chunked_prefill": chunked}
+    reference = SERVE["tick_by_tick"](requests, config)
+    check_contract_consequences(reference, requests, config)
+    assert reference["preemptions"] > 0 and any(r["aborted"] is not None for r in reference["requests"])
+    for name in NAMES[1:]:
+        result = SERVE[name](requests, config)
+        assert (result if name in PLAIN else standard_part(result, requests)) == reference, name
+
+
 @FAST
 @given(serving_calls(), st.data())
 def test_the_online_engine_driven_step_by_step_agrees(call, data):
@@ -387,6 +412,10 @@ class Dict(dict):
     pass
 
 
+class List(list):
+    pass
+
+
 GOOD_CONFIG = {"max_seqs": 2, "token_budget": 8, "block_size": 2, "num_blocks": 4, "chunked_prefill": False}
 GOOD = {"id": 3, "arrival": 1, "prompt": 2, "output": 2}
 
@@ -425,6 +454,9 @@ BAD = [
     ([req(output=Int(2))], cfg(), "requests[0].output=2: expected an int >= 1"),
     ([req(abort=None)], cfg(), "requests[0].abort=None: expected an int >= arrival=1"),
     ([req(abort=0)], cfg(), "requests[0].abort=0: expected an int >= arrival=1"),
+    ([req(abort=True)], cfg(), "requests[0].abort=True: expected an int >= arrival=1"),
+    ([req(id=Int(3))], cfg(), "requests[0].id=3: expected an int"),
+    ([GOOD, req(id=4, arrival=2.5)], cfg(), "requests[1].arrival=2.5: expected an int >= 0"),
     ([req(id=5), req(id=6), req(id=5)], cfg(), "requests[2].id=5: ids must be unique (also requests[0].id)"),
     ([req(prompt=6, output=4)], cfg(token_budget=20), "requests[0]: prompt=6 + output=4 - 1 = 9 tokens need 5 blocks "
                                                       "of block_size=2, more than num_blocks=4"),
@@ -461,6 +493,7 @@ def test_each_scheduler_accepts_the_subclasses_and_the_edge_of_the_rules(name):
     assert (requests, config) == before and type(requests[0]) is Dict
     assert [r["id"] for r in result["requests"]] == [-9, 2]
     assert result["requests"][0]["aborted"] == 1 and result["requests"][1]["finish"] == 2
+    assert plain(SERVE[name](List(requests), config)) == result
     assert plain(SERVE[name]([], GOOD_CONFIG)) == {
         "trace": [], "requests": [], "makespan_ticks": 0, "computed_tokens": 0, "useful_tokens": 0,
         "recomputed_tokens": 0, "aborted_tokens": 0, "token_utilization": 0.0, "preemptions": 0,

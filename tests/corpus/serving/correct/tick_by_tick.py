@@ -13,8 +13,10 @@ in this order: (1) release the blocks of the requests that finished in t-1,
 (2) abort every unfinished request with abort <= t, (3) if nothing can run, record
 the tick's aborts and jump the clock to the earliest waiting arrival (or stop),
 (4) the running pass with newest-first preemption, (5) the FCFS waiting pass
-unless someone was preempted, (6) compute, generate and finish.  The aborts,
-aborted work and every other aggregate are computed by scanning the lists.
+unless someone was preempted, (6) compute, generate and finish.  Aborts are found
+by scanning every waiting and running request each tick; the recomputed and aborted
+tokens are added up as they happen, and the other totals are summed over the trace
+and the request copies at the end.
 """
 
 CONFIG_KEYS = ["max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill"]
