@@ -145,7 +145,7 @@ def assert_exact_format(result, requests):
     assert json.loads(json.dumps(result)) == result and plain(result) == result
     assert type(result["trace"]) is list and type(result["requests"]) is list
     for entry in result["trace"]:
-        assert type(entry) is dict and list(entry) == ENTRY_KEYS, entry
+        assert type(entry) is dict and sorted(entry) == sorted(ENTRY_KEYS), entry
         assert all(type(entry[k]) is list for k in ENTRY_KEYS[1:]), entry
     by_id = {r["id"]: r for r in requests}
     for row in result["requests"]:
@@ -175,6 +175,7 @@ def test_the_unusual_scheduler_really_is_unusual():
     assert isinstance(result["requests"], tuple) and type(result["requests"][0]) is not dict
     assert result["policy"] == "fcfs" and list(result["batch_sizes"]) == [1, 2, 2, 1]
     assert [r["queue_delay"] for r in result["requests"]] == [0, 1]
+    assert list(result["trace"][0])[0] == "finished" and list(result)[0] == "policy"
 
 
 # ---------------------------------------------------------------- random valid inputs

@@ -14,7 +14,9 @@ trace entry and every request row are dict subclasses; the trace, the requests a
 every list inside them are tuples; and there are extra keys whose values depend on
 the policy: "policy": "fcfs", "batch_sizes" (requests scheduled per trace entry),
 "admission_order" (ids in order of first admission), and per request "queue_delay"
-(start - arrival, None if never started).
+(start - arrival, None if never started), all placed first; and every mapping lists its
+keys in an order of its own (a trace entry from "finished" back to "tick", a request row
+with its fields before the caller's keys, reversed), which the contract leaves open.
 """
 
 import heapq
@@ -252,19 +254,22 @@ def serve(requests, config):
     trace = []
     for tick, scheduled, preempted, aborted, freed, allocated, finished in _ticks(
             reqs, max_seqs, token_budget, block_size, num_blocks, chunked, ledger):
-        trace.append(TraceEntry(tick=tick, scheduled=scheduled, preempted=preempted, aborted=aborted,
-                                freed=freed, allocated=allocated, finished=finished))
+        trace.append(TraceEntry(finished=finished, allocated=allocated, freed=freed, aborted=aborted,
+                                preempted=preempted, scheduled=scheduled, tick=tick))
     work = [e for e in trace if e["scheduled"]]
     makespan = work[-1]["tick"] + 1 if work else 0
     computed = sum(n for e in work for _, n in e["scheduled"])
     rows = []
     for r in sorted(reqs, key=lambda r: r.id):
-        row = RequestRow(r.snapshot)
-        row.update(start=r.start, first_token=r.first, finish=r.finish, aborted=r.aborted, generated=r.gen,
-                   preemptions=r.pre, computed=r.computed,
-                   queue_delay=None if r.start is None else r.start - r.arrival)
+        row = RequestRow(queue_delay=None if r.start is None else r.start - r.arrival, computed=r.computed,
+                         preemptions=r.pre, generated=r.gen, aborted=r.aborted, finish=r.finish,
+                         first_token=r.first, start=r.start)
+        row.update(reversed(r.snapshot))
         rows.append(row)
     return Result(
+        policy="fcfs",
+        batch_sizes=tuple(len(e["scheduled"]) for e in trace),
+        admission_order=tuple(ledger["admission_order"]),
         trace=tuple(trace),
         requests=tuple(rows),
         makespan_ticks=makespan,
@@ -274,7 +279,4 @@ def serve(requests, config):
         aborted_tokens=ledger["aborted"],
         token_utilization=computed / (token_budget * makespan) if makespan else 0.0,
         preemptions=sum(r.pre for r in reqs),
-        policy="fcfs",
-        batch_sizes=tuple(len(e["scheduled"]) for e in trace),
-        admission_order=tuple(ledger["admission_order"]),
     )
