@@ -192,7 +192,8 @@ def serving_calls(draw):
     block_size = draw(st.sampled_from([1, 1, 2]) if pressure else st.sampled_from([1, 1, 2, 3, 4, 7]))
     chunked = draw(st.booleans())
     n = draw(st.integers(2 if pressure else 0, 12))
-    ids = draw(st.lists(st.one_of(st.integers(-3, 20), st.integers(-2**63, 2**63)), min_size=n, max_size=n, unique=True))
+    some_id = st.one_of(st.integers(-3, 20), st.integers(-2**63, 2**63))
+    ids = draw(st.lists(some_id, min_size=n, max_size=n, unique=True))
     base = draw(st.sampled_from([0, 0, 0, 3, 10**12]))
     spread = draw(st.sampled_from([0, 1, 3] if pressure else [0, 2, 6, 20]))
     requests = []
@@ -304,8 +305,10 @@ def test_all_four_agree_on_large_loads(seed):
             request["abort"] = arrival + rng.randint(0, 80)
         requests.append(request)
     peak = max(r["prompt"] + r["output"] - 1 for r in requests)
-    config = {"max_seqs": rng.randint(4, 32), "token_budget": rng.randint(8, 128) if chunked else peak + rng.randint(0, 64),
-              "block_size": block_size, "num_blocks": -(-peak // block_size) * rng.randint(1, 4), "chunked_prefill": chunked}
+    budget = rng.randint(8, 128) if chunked else peak + rng.randint(0, 64)
+    pool = -(-peak // block_size) * rng.randint(1, 4)
+    config = {"max_seqs": rng.randint(4, 32), "token_budget": budget, "block_size": block_size, "num_blocks": pool,
+              "chunked_prefill": chunked}
     reference = SERVE["tick_by_tick"](requests, config)
     check_contract_consequences(reference, requests, config)
     assert reference["preemptions"] > 0 and any(r["aborted"] is not None for r in reference["requests"])

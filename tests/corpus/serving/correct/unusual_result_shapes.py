@@ -84,13 +84,15 @@ def _validated(requests, config):
         if "abort" in f and (not _is_int(f["abort"]) or f["abort"] < f["arrival"]):
             raise ValueError("requests[%d].abort=%r: expected an int >= arrival=%d" % (i, f["abort"], f["arrival"]))
         if f["id"] in where_id:
-            raise ValueError("requests[%d].id=%r: ids must be unique (also requests[%d].id)" % (i, f["id"], where_id[f["id"]]))
+            raise ValueError("requests[%d].id=%r: ids must be unique (also requests[%d].id)"
+                             % (i, f["id"], where_id[f["id"]]))
         where_id[f["id"]] = i
         total = f["prompt"] + f["output"] - 1
         k_blocks = -(-total // block_size)
         if k_blocks > num_blocks:
             raise ValueError("requests[%d]: prompt=%d + output=%d - 1 = %d tokens need %d blocks of block_size=%d, "
-                             "more than num_blocks=%d" % (i, f["prompt"], f["output"], total, k_blocks, block_size, num_blocks))
+                             "more than num_blocks=%d"
+                             % (i, f["prompt"], f["output"], total, k_blocks, block_size, num_blocks))
         if not chunked and total > token_budget:
             raise ValueError("requests[%d]: prompt=%d + output=%d - 1 = %d tokens exceed token_budget=%d, and without "
                              "chunked_prefill a request must be (re)computed in one tick"
