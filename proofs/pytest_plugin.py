@@ -1,7 +1,8 @@
 """pytest plugin: ``pytest --schedcheck TARGET`` makes every invariant a test item.
 
 What it establishes: what ``schedcheck verify TARGET --all`` establishes (a search,
-not a proof; docs/verify.md).  Each invariant of ``spec.INVARIANTS``, and
+not a proof; docs/verify.md).  Each invariant of the model's registry
+(``spec.INVARIANTS``, or ``spec.serving.INVARIANTS`` with ``--schedcheck-model serving``), and
 ``signature``, becomes one item under a synthetic collector ``schedcheck[TARGET]``,
 collected even when the run has no test files.  The first item to run calls
 ``schedcheck verify`` once, in a child process (so the suite's own Hypothesis
@@ -55,6 +56,10 @@ def pytest_addoption(parser) -> None:
     group.addoption("--schedcheck-seed", type=int, default=None, metavar="N", help="make the search repeatable")
     group.addoption("--schedcheck-examples", type=int, default=None, metavar="N",
                     help="valid calls to try (verify's --examples; default verify's)")
+    group.addoption("--schedcheck-model", default="chapter", choices=("chapter", "serving"),
+                    help="which model of the spec judges TARGET: chapter (schedule) or serving (serve); default chapter")
+    group.addoption("--schedcheck-policy", default=None, metavar="fcfs|none",
+                    help="serving model: fcfs (default) or none (safety and metrics only)")
     group.addoption("--schedcheck-save-dir", default=None, metavar="DIR",
                     help="where counterexamples are saved and replayed from (default verify's)")
 
@@ -86,7 +91,8 @@ class SchedcheckTarget(pytest.Collector):
 
     def collect(self):
         location = ci_reports.locate(self.target)
-        for name, family, claim, _ in ci_reports._registry():
+        model, policy = self.config.getoption("schedcheck_model"), self.config.getoption("schedcheck_policy")
+        for name, family, claim, _ in ci_reports._registry(model, policy):
             item = SchedcheckItem.from_parent(self, name=name)
             item.invariant, item.claim, item.family, item.where = name, claim, family, location
             yield item
@@ -115,7 +121,7 @@ class SchedcheckItem(pytest.Item):
                 f"{self.invariant}: unknown (never a pass):\n" + "\n".join(f"{c.get('subject')}: {c.get('message')}" for c in unknown)
             )
         if any(c.get("property") == ci_reports.SIGNATURE for c in report.get("counterexamples", [])):
-            pytest.skip("not checked: the target cannot be called as schedule(jobs, slots, continuous)")
+            pytest.skip("not checked: the target cannot be called as the model's entry function (see `signature`)")
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, SchedcheckFailure):
@@ -138,7 +144,9 @@ def _verify(config, target: str) -> VerifyOutcome:
     scratch = tempfile.mkdtemp(prefix="schedcheck-pytest-")
     json_path = os.path.join(scratch, "verify.json")
     command = [sys.executable, "-m", "proofs.cli.main", "verify", target, "--all", "--budget", f"{budget:g}",
-               "--save-dir", save_dir, "--json", json_path]
+               "--save-dir", save_dir, "--json", json_path, "--model", config.getoption("schedcheck_model")]
+    if config.getoption("schedcheck_policy") is not None:
+        command += ["--policy", config.getoption("schedcheck_policy")]
     if config.getoption("schedcheck_seed") is not None:
         command += ["--seed", str(config.getoption("schedcheck_seed"))]
     if config.getoption("schedcheck_examples") is not None:

@@ -215,18 +215,22 @@ def run_verify(args: argparse.Namespace) -> int:
         line += f" (the budget ran out before {', '.join(sorted(set(unfinished)))} finished)"
     print(line)
     if args.json or args.junit or args.sarif:
-        report = _write_json(args.json, verdict, target.text, time.monotonic() - started, [cex for cex, _ in found], contracts)
+        report = _write_json(args.json, verdict, target.text, time.monotonic() - started, [cex for cex, _ in found],
+                             contracts, model)
         ci_reports.write_outputs(args, "verify", report, target.text)
     return 1 if found else 2 if unknown else 0
 
 
-def _write_json(path: str | None, verdict: str, target: str, seconds: float, counterexamples, contracts=()) -> dict:
+def _write_json(path: str | None, verdict: str, target: str, seconds: float, counterexamples, contracts=(),
+                model=None) -> dict:
     report = {
         "verdict": verdict,
         "target": target,
         "seconds": round(seconds, 3),
         "counterexamples": [cex.to_json() for cex in counterexamples],
     }
+    if model is not None and model.name != models.DEFAULT:
+        report |= {"model": model.name, "policy": model.policy}
     if contracts:
         report["contracts"] = [
             {key: c[key] for key in ("name", "subject", "outcome", "seconds", "message")} for c in contracts

@@ -90,11 +90,12 @@ def replay_command(save_dir: str, target: str, invariant: str) -> str:
     return f"schedcheck replay {shlex.quote(saved_path(save_dir, target, invariant))} {shlex.quote(target)}"
 
 
-def _registry() -> list[tuple[str, str, str, str]]:
-    """(name, family, claim, full description) for every invariant, then ``signature``."""
-    import spec
+def _registry(model: str | None = None, policy: str | None = None) -> list[tuple[str, str, str, str]]:
+    """(name, family, claim, full description) for every invariant the model judges by, then ``signature``."""
+    from proofs import models
 
-    rows = [(inv.name, inv.family, inv.claim, " ".join(inv.doc.split())) for inv in spec.INVARIANTS]
+    judged_by = models.get(model, policy)
+    rows = [(inv.name, inv.family, inv.claim, " ".join(inv.doc.split())) for inv in judged_by.invariants]
     return rows + [(SIGNATURE, "call", SIGNATURE_CLAIM, SIGNATURE_CLAIM)]
 
 
@@ -121,7 +122,7 @@ def _verify_cases(report: dict, target: str, save_dir: str) -> list[dict]:
     for contract in report.get("contracts", []):  # CrossHair's ledger: unknown is never a pass
         if contract.get("outcome") == "unknown":
             unknown.setdefault(contract.get("name", ""), []).append(contract)
-    names = [row[0] for row in _registry()]
+    names = [row[0] for row in _registry(report.get("model"), report.get("policy"))]
     names += sorted(n for n in set(by_name) | set(unknown) if n not in names)  # never lose a finding
     blocked = SIGNATURE in by_name  # nothing else was checked
     cases = []
@@ -445,7 +446,7 @@ def _results(kind: str, report: dict, target_text: str | None, save_dir: str, ro
         for cex in report.get("counterexamples", []):
             name = cex.get("property", "")
             text = (
-                f"{name} broken (engine={cex.get('engine')}): {_claim_of(name)}\n"
+                f"{name} broken (engine={cex.get('engine')}): {_claim_of(name, report.get('model'), report.get('policy'))}\n"
                 f"minimal input: {cex.get('input_repr')}\n"
                 + "".join(f"{line}\n" for line in str(cex.get("message", "")).splitlines())
                 + f"replay: {replay_command(save_dir, target, name)}"
@@ -490,16 +491,16 @@ def _results(kind: str, report: dict, target_text: str | None, save_dir: str, ro
     return out
 
 
-def _claim_of(name: str) -> str:
-    for row in _registry():
+def _claim_of(name: str, model: str | None = None, policy: str | None = None) -> str:
+    for row in _registry(model, policy):
         if row[0] == name:
             return row[2]
     return f"the claim {name} holds."
 
 
-def _rules(extra: list[str]) -> list[dict]:
+def _rules(extra: list[str], model: str | None = None, policy: str | None = None) -> list[dict]:
     rules = []
-    for name, family, claim, full in _registry():
+    for name, family, claim, full in _registry(model, policy):
         rules.append({
             "id": name,
             "name": name,
@@ -527,7 +528,7 @@ def sarif_log(kind: str, report: dict, target_text: str | None = None, save_dir:
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r}: expected one of {KINDS}")
     found = _results(kind, report, target_text, save_dir, root)
-    rules = _rules([rule for rule, _, _, _ in found])
+    rules = _rules([rule for rule, _, _, _ in found], report.get("model"), report.get("policy"))
     index = {rule["id"]: number for number, rule in enumerate(rules)}
     results = []
     for rule, text, locations, properties in found:

@@ -36,9 +36,10 @@ def _cells(trace) -> tuple[dict, dict, dict]:
     return cells, blocks, tokens
 
 
-def render(requests, config, expected_trace, actual_trace, focus: int | None = None) -> list[str]:
+def render(requests, config, expected_trace, actual_trace, focus: int | None = None,
+           titles=("expected", "actual")) -> list[str]:
     """The picture's lines: a tick header, then expected and actual, each with its request lanes and strips."""
-    schedules = [("expected", _cells(expected_trace)), ("actual", _cells(actual_trace))]
+    schedules = [(titles[0], _cells(expected_trace)), (titles[1], _cells(actual_trace))]
     ticks = sorted({tick for _, (cells, _, _) in schedules for tick in cells})
     if not ticks:
         return ["(nothing was scheduled)"]

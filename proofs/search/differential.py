@@ -26,13 +26,9 @@ from typing import NamedTuple
 from hypothesis import HealthCheck, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 
-import spec
+from proofs import models
 from proofs.sandbox import Outcome, TargetProcess
 from proofs.search.judge import judge_invalid_call, judge_valid_call
-from proofs.search.minimize import minimize_invalid_call, minimize_valid_call
-from proofs.search.strategies import bad_calls, corrupted_calls, valid_calls
-
-
 
 class Side(NamedTuple):
     outcome: Outcome
@@ -73,8 +69,9 @@ def classify(old_broken: list, new_broken: list) -> str:
 
 class DifferentialSearch:
     def __init__(self, old: TargetProcess, new: TargetProcess, deadline: float, seed: int | None = None,
-                 examples: int = 500) -> None:
+                 examples: int = 500, model=None) -> None:
         self.old, self.new = old, new
+        self.model = model or models.get()  # the model both are judged by (proofs.models)
         self.deadline = deadline
         self.seed = seed
         self.examples = examples
@@ -83,12 +80,12 @@ class DifferentialSearch:
 
     def _sides(self, call, seconds: float | None = None) -> tuple[Side, Side]:
         self.calls_tried += 1
-        valid = spec.is_valid(*call)
+        valid = self.model.is_valid(*call)
         sides = []
         for process in (self.old, self.new):
             outcome = process.call(*copy.deepcopy(call), seconds=seconds)
             if valid:
-                broken = judge_valid_call(outcome, *call)
+                broken = judge_valid_call(outcome, *call, model=self.model)
             else:
                 broken = judge_invalid_call(outcome, "an invalid input")
             sides.append(Side(outcome, list(dict.fromkeys(f.invariant for f in broken))))
@@ -109,22 +106,22 @@ class DifferentialSearch:
             return None  # the difference did not survive the isolated re-run
         old, new = self._sides(call)
         hang = "timeout" in (old.outcome.kind, new.outcome.kind)
-        if spec.is_valid(*call):
-            small = minimize_valid_call(call, self._differs, self._shrink_seconds(), coarse=hang)
+        if self.model.is_valid(*call):
+            small = self.model.minimize_valid(call, self._differs, self._shrink_seconds(), coarse=hang)
         else:
-            small = minimize_invalid_call(call, self._differs, self._shrink_seconds())
+            small = self.model.minimize_invalid(call, self._differs, self._shrink_seconds())
         return self._difference(small)._replace(engine=engine)
 
     def run(self) -> Difference | None:
         """The first (minimised) difference, or None."""
-        for rule, call in bad_calls():
+        for rule, call in self.model.bad_calls():
             if time.monotonic() >= self.deadline:
                 self.unfinished.append("validation")
                 return None
             if self._differs(call):
-                small = minimize_invalid_call(call, self._differs, self._shrink_seconds())
+                small = self.model.minimize_invalid(call, self._differs, self._shrink_seconds())
                 return self._difference(small)
-        for strategy, name in ((valid_calls(), "valid calls"), (corrupted_calls(), "corrupted calls")):
+        for strategy, name in ((self.model.valid_calls(), "valid calls"), (self.model.corrupted_calls(), "corrupted calls")):
             found = self._search(strategy, name)
             if found is not None:
                 return found
