@@ -86,9 +86,44 @@ def _many_requests(seed: int, n: int, limit: int, arrival_base: int, id_base: in
     return requests
 
 
+def valid_calls(max_requests: int = MAX_REQUESTS, many: bool = True):
+    """A valid (requests, config), shrinking towards the smallest input: across the whole domain, or under memory pressure."""
+    return st.one_of(_any_calls(max_requests, many), _pressure_calls(max_requests))
+
+
 @st.composite
-def valid_calls(draw, max_requests: int = MAX_REQUESTS, many: bool = True):
-    """A valid (requests, config), shrinking towards the smallest input."""
+def _pressure_calls(draw, max_requests: int):
+    """Several requests at once with short prompts and long outputs in a pool that holds only some of them:
+    decode growth preempts, often with three or more running (victim order), resumes and re-admits."""
+    block_size = draw(st.integers(1, 2))
+    config = {
+        "max_seqs": draw(st.integers(2, 6)),
+        "token_budget": draw(st.integers(4, 16) | st.just(2**20)),
+        "block_size": block_size,
+        "num_blocks": draw(st.integers(3, 10)),
+        "chunked_prefill": draw(st.booleans() | st.just(True)),
+    }
+    limit = peak_tokens(config)
+    n = draw(st.integers(2, max(2, min(max_requests, 8))))
+    arrival_base = draw(st.sampled_from((0, 0, 3, 2**40)))
+    requests = []
+    for index in range(n):
+        if draw(st.booleans()):  # big ones preempt the others; small ones fill the pool again when a big one leaves
+            total = draw(st.integers(max(1, limit // 2), max(1, limit)))
+        else:
+            total = draw(st.integers(1, max(1, limit // 4)))
+        prompt = draw(st.integers(1, max(1, min(3, total))))
+        request = {"id": index, "arrival": arrival_base + draw(st.integers(0, 2)), "prompt": prompt,
+                   "output": total - prompt + 1}
+        if draw(st.integers(0, 5)) == 0:
+            request["abort"] = request["arrival"] + draw(st.integers(0, 12))
+        requests.append(request)
+    return requests, config
+
+
+@st.composite
+def _any_calls(draw, max_requests: int = MAX_REQUESTS, many: bool = True):
+    """A valid (requests, config) anywhere in the domain."""
     config = draw(configs())
     limit = peak_tokens(config)
     arrival_base = draw(st.sampled_from(ARRIVAL_BASES))
@@ -101,9 +136,13 @@ def valid_calls(draw, max_requests: int = MAX_REQUESTS, many: bool = True):
         spread = draw(st.sampled_from((0, 3, 20, 2**33)))  # ties, near, spread out, long idle gaps
         id_step = draw(st.sampled_from((1, 1, 7, 2**40)))
         offsets = draw(st.lists(st.integers(-3, 3 * max(n, 1)), min_size=n, max_size=n, unique=True))
+        # "tight": every request near the largest the rules allow, so budgets and pools run short
+        # (preemption, a head that does not fit, an unchunked admission that stops the pass)
+        tight = draw(st.booleans())
         requests = []
         for offset in offsets:
-            total = draw(st.integers(1, max(1, limit)))  # prompt + output - 1, at most what the rules allow
+            low = max(1, limit // 2) if tight else 1
+            total = draw(st.integers(low, max(low, limit)))  # prompt + output - 1, at most what the rules allow
             output = draw(st.integers(1, total))
             arrival = arrival_base + (draw(st.integers(0, spread)) if spread else 0)
             when = draw(st.sampled_from(("none", "none", "none", "arrival", "soon", "late")))
@@ -175,7 +214,7 @@ def bad_calls() -> list[tuple[str, tuple]]:
 @st.composite
 def corrupted_calls(draw):
     """A valid call with one or two things broken, anywhere in it."""
-    requests, config = draw(valid_calls(max_requests=5, many=False))
+    requests, config = draw(_any_calls(max_requests=5, many=False))
     requests = [dict(r) for r in requests] or [_request()]
     config = dict(config)
     for _ in range(draw(st.integers(1, 2))):
