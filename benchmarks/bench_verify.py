@@ -5,7 +5,8 @@ example database and no saved counterexamples, so it measures a first find.  Run
 use different seeds.  The baseline is `schedcheck --help` in the same session (the
 cost of starting Python and importing the harness), so ratios survive a slower box.
 
-    python benchmarks/bench_verify.py [--runs 3] [--write docs/verify-benchmark.md]
+    python benchmarks/bench_verify.py [--runs 3] [--write docs/verify.md]
+    python benchmarks/bench_verify.py --model serving [--runs 3] [--write docs/serving.md]
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-BUGGY = sorted(p for p in (ROOT / "tests" / "corpus" / "buggy").glob("*.py") if p.name != "__init__.py")
+CORPUS = {"chapter": ROOT / "tests" / "corpus" / "buggy", "serving": ROOT / "tests" / "corpus" / "serving" / "buggy"}
+FUNCTION = {"chapter": "schedule", "serving": "serve"}
+FIRST_ARGUMENT = {"chapter": "jobs", "serving": "requests"}
 
 
 def timed(command: list[str]) -> float:
@@ -29,17 +32,17 @@ def timed(command: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def verify_once(path: pathlib.Path, seed: int) -> tuple[float, str, int]:
+def verify_once(path: pathlib.Path, seed: int, model: str) -> tuple[float, str, int]:
     with tempfile.TemporaryDirectory() as scratch:
         report = pathlib.Path(scratch) / "report.json"
         command = [
-            sys.executable, "-m", "proofs.cli.main", "verify", f"{path}:schedule", "--seed", str(seed),
-            "--db", "none", "--save-dir", scratch, "--json", str(report), "--budget", "60",
+            sys.executable, "-m", "proofs.cli.main", "verify", f"{path}:{FUNCTION[model]}", "--model", model,
+            "--seed", str(seed), "--db", "none", "--save-dir", scratch, "--json", str(report), "--budget", "60",
         ]
         seconds = timed(command)
         data = json.loads(report.read_text())
     first = data["counterexamples"][0] if data["counterexamples"] else None
-    size = len(first["input"]["jobs"]) if first and first["input"] else -1
+    size = len(first["input"][FIRST_ARGUMENT[model]]) if first and first["input"] else -1
     return seconds, first["property"] if first else "-", size
 
 
@@ -47,19 +50,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--write", metavar="PATH")
+    parser.add_argument("--model", choices=tuple(CORPUS), default="chapter")
     args = parser.parse_args()
+    buggy = sorted(p for p in CORPUS[args.model].glob("*.py") if p.name != "__init__.py")
+    noun = "jobs" if args.model == "chapter" else "requests"
 
     baseline = statistics.median(timed([sys.executable, "-m", "proofs.cli.main", "--help"]) for _ in range(5))
     rows = []
-    for path in BUGGY:
-        runs = [verify_once(path, seed) for seed in range(args.runs)]
+    for path in buggy:
+        runs = [verify_once(path, seed, args.model) for seed in range(args.runs)]
         seconds = statistics.median(r[0] for r in runs)
         rows.append((path.stem, seconds, max(r[0] for r in runs), runs[0][1], max(r[2] for r in runs)))
         print(f"{path.stem:40} median {seconds:6.2f} s  worst {rows[-1][2]:6.2f} s  {runs[0][1]}  size {rows[-1][4]}", flush=True)
 
     medians = [row[1] for row in rows]
     lines = [
-        "| buggy scheduler | invariant | median s | worst s | x baseline | jobs in counterexample |",
+        f"| buggy scheduler | invariant | median s | worst s | x baseline | {noun} in counterexample |",
         "| --- | --- | ---: | ---: | ---: | ---: |",
     ]
     lines += [
@@ -71,12 +77,12 @@ def main() -> int:
         f"Baseline (`schedcheck --help`, start-up and imports): {baseline:.2f} s. "
         f"Median of the per-scheduler medians: {statistics.median(medians):.2f} s; "
         f"worst single run: {max(row[2] for row in rows):.2f} s; "
-        f"largest counterexample: {max(row[4] for row in rows)} jobs."
+        f"largest counterexample: {max(row[4] for row in rows)} {noun}."
     )
     print(summary)
     if args.write:
         text = pathlib.Path(args.write).read_text() if pathlib.Path(args.write).exists() else ""
-        marker = "<!-- bench_verify -->"
+        marker = "<!-- bench_verify -->" if args.model == "chapter" else f"<!-- bench_verify {args.model} -->"
         table = f"{marker}\n{summary}\n\n" + "\n".join(lines) + f"\n{marker}"
         if marker in text:
             head, _, rest = text.partition(marker)
