@@ -217,6 +217,7 @@ def corrupted_calls(draw):
     requests, config = draw(_any_calls(max_requests=5, many=False))
     requests = [dict(r) for r in requests] or [_request()]
     config = dict(config)
+    pool_tokens = config["num_blocks"] * config["block_size"]  # before any damage to the config
     for _ in range(draw(st.integers(1, 2))):
         damage = draw(st.sampled_from(("field", "missing", "extra", "repeat", "config", "abort", "peak")))
         index = draw(st.integers(0, len(requests) - 1))
@@ -237,7 +238,7 @@ def corrupted_calls(draw):
             arrival = requests[index].get("arrival")
             requests[index]["abort"] = (arrival - 1) if type(arrival) is int and arrival > 0 else None
         elif damage == "peak":
-            requests[index]["prompt"] = config["num_blocks"] * config["block_size"] + 1
+            requests[index]["prompt"] = pool_tokens + 1
         else:
             key = draw(st.sampled_from(CONFIG_KEYS))
             config[key] = draw(st.sampled_from((0, -2, True, 2.0, "2", None))) if key != "chunked_prefill" else 1
@@ -255,7 +256,8 @@ def size_key(call: Call) -> tuple:
         sum(r["prompt"] + r["output"] for r in requests),
         sum(1 for r in requests if "abort" in r),
         config["num_blocks"] * config["block_size"] + config["token_budget"] + config["max_seqs"] + config["block_size"],
-        sum(r["arrival"] for r in requests) + sum(r.get("abort", 0) - r["arrival"] for r in requests),
+        sum(r["arrival"] for r in requests),
+        sum(r["abort"] - r["arrival"] for r in requests if "abort" in r),
         sum(abs(r["id"]) for r in requests),
         [r["id"] for r in requests],
         (not config["chunked_prefill"],),

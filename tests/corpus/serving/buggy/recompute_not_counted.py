@@ -1,6 +1,6 @@
 """Preemption forgets to add the victim's computed tokens to recomputed_tokens, so the reported recomputed work is too small."""
 
-EXPECTED = "metrics_consistent"  # the reported totals then break computed = useful + recomputed + aborted; if the checker's ledger reads the reported totals rather than the trace this is work_conservation
+EXPECTED = "work_conservation"  # the reported totals break computed = useful + recomputed + aborted: the token ledger, checked before the metrics
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")
