@@ -434,3 +434,57 @@ def test_a_state_breaking_each_kv_claim_is_caught_by_its_predicate():
     assert S.broken_state_invariants(waiting_holds) == ["kv_exact"]
     assert S.broken_state_invariants(state._replace(clock=1.0)) == ["well_typed"]
     assert isinstance(running, Progress)
+
+
+# --- the oracle against mutants of the reference result ------------------------------------
+
+MUTABLE_TOTALS = ("makespan_ticks", "computed_tokens", "useful_tokens", "recomputed_tokens", "aborted_tokens", "preemptions")
+MUTABLE_FIELDS = ("start", "first_token", "finish", "aborted", "generated", "preemptions", "computed")
+
+
+@FAST
+@given(calls(), st.data())
+def test_every_mutant_of_the_reference_result_is_caught_even_without_the_policy(call, data):
+    requests, config = call
+    result = S.run(requests, config)
+    if not result["trace"]:
+        return
+    mutant = copy.deepcopy(result)
+    kind = data.draw(st.sampled_from(["n", "drop", "repeat", "record", "total", "tick"]))
+    e = data.draw(st.sampled_from(mutant["trace"]))
+    if kind == "n":
+        pair = data.draw(st.sampled_from(e["scheduled"])) if e["scheduled"] else None
+        if pair is None:
+            return
+        pair[1] += data.draw(st.sampled_from([-1, 1]))
+    elif kind in ("drop", "repeat"):
+        key = data.draw(st.sampled_from(["scheduled", "preempted", "aborted", "freed", "allocated", "finished"]))
+        if not e[key]:
+            return
+        index = data.draw(st.integers(0, len(e[key]) - 1))
+        if kind == "drop":
+            del e[key][index]
+        else:
+            e[key].insert(index, copy.deepcopy(e[key][index]))
+    elif kind == "record":
+        record = data.draw(st.sampled_from(mutant["requests"]))
+        field = data.draw(st.sampled_from(MUTABLE_FIELDS))
+        record[field] = 0 if record[field] is None else record[field] + data.draw(st.sampled_from([-1, 1]))
+    elif kind == "total":
+        key = data.draw(st.sampled_from(MUTABLE_TOTALS))
+        mutant[key] += data.draw(st.sampled_from([-1, 1]))
+    else:
+        e["tick"] += data.draw(st.sampled_from([-1, 1]))
+    if mutant == result:
+        return
+    found = S.check(requests, config, mutant, policy="none")
+    assert found, f"{kind} mutant not caught: {mutant}"
+    assert not any("could not be read" in v.message for v in found), found
+    assert names_in_order(found)
+    assert "matches_reference" in {v.invariant for v in S.check(requests, config, mutant)}
+
+
+def names_in_order(violations):
+    order = list(S.BY_NAME)
+    names = [v.invariant for v in violations]
+    return names == sorted(set(names), key=order.index)

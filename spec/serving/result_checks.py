@@ -62,7 +62,7 @@ RESULT_CHECKS: dict[str, Callable[[Observation], Violation | None]] = {name: _fi
 
 
 class _Order:
-    """An ordered set of ids: O(1) push at either end, removal, and stepping forwards or backwards."""
+    """An ordered set of ids: O(1) push at either end (moving an id already in), removal, and stepping either way."""
 
     __slots__ = ("after", "before", "first", "last")
 
@@ -81,6 +81,7 @@ class _Order:
         return item in self.after
 
     def push_back(self, item) -> None:
+        self.remove(item)
         self.after[item] = None
         self.before[item] = self.last
         if self.last is None:
@@ -90,6 +91,7 @@ class _Order:
         self.last = item
 
     def push_front(self, item) -> None:
+        self.remove(item)
         self.before[item] = None
         self.after[item] = self.first
         if self.first is None:
@@ -99,6 +101,9 @@ class _Order:
         self.first = item
 
     def remove(self, item) -> None:
+        """Take ``item`` out (nothing happens when it is not in)."""
+        if item not in self.after:
+            return
         before, after = self.before.pop(item), self.after.pop(item)
         if before is None:
             self.first = after
@@ -183,7 +188,8 @@ class _Replay:
                 "kv_exclusive", f"tick {tick} frees block {twice[0]} of request {request_id} twice ({why})",
                 tick=tick, ids=[request_id], actual=blocks,
             )
-        held_order = [b for b in r.held if b in set(blocks)]
+        given = set(blocks)
+        held_order = [b for b in r.held if b in given]
         if len(held_order) == len(blocks) and held_order != list(blocks):
             self.report(
                 "metrics_consistent",
