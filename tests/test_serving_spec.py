@@ -488,3 +488,11 @@ def names_in_order(violations):
     order = list(S.BY_NAME)
     names = [v.invariant for v in violations]
     return names == sorted(set(names), key=order.index)
+
+
+def test_docs_registry_table_is_the_registry():
+    import pathlib
+
+    text = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "serving.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert rows == [f"| `{inv.name}` | {inv.family} | {inv.claim} |" for inv in S.INVARIANTS]
