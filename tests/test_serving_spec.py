@@ -496,3 +496,33 @@ def test_docs_registry_table_is_the_registry():
     text = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "serving.md").read_text()
     rows = [line for line in text.splitlines() if line.startswith("| `")]
     assert rows == [f"| `{inv.name}` | {inv.family} | {inv.claim} |" for inv in S.INVARIANTS]
+
+
+def after(requests, config, ticks):
+    state = S.initial(requests, config)
+    for _ in range(ticks):
+        state = S.step(state)
+    return state
+
+
+def test_a_state_breaking_each_policy_claim_is_caught_by_its_predicate():
+    s1 = EXAMPLES["S1"]
+    start = S.initial(s1[0], s1[1])
+    assert "fcfs_admission" in S.broken_state_invariants(start._replace(waiting=start.waiting[::-1]))
+
+    tick1 = after(s1[0], s1[1], 2)  # tick 1 scheduled [[0, 2], [1, 2]], admitting 1
+    assert S.broken_state_invariants(tick1) == []
+    swapped = tick1._replace(latest=tick1.latest._replace(scheduled=tick1.latest.scheduled[::-1]))
+    assert "running_first" in S.broken_state_invariants(swapped)
+
+    s2 = EXAMPLES["S2"]
+    tick0 = after(s2[0], s2[1], 1)  # both admitted in tick 0
+    preempting = tick0._replace(latest=tick0.latest._replace(preempted=(1,)))
+    assert "no_admission_after_preemption" in S.broken_state_invariants(preempting)
+
+    from tests.test_serving_oracle import SKIP
+
+    waited = after(SKIP[0], SKIP[1], 2)  # tick 1: the head needs 3 blocks, 1 is free, so the pass stops
+    assert S.broken_state_invariants(waited) == []
+    roomier = waited._replace(config=waited.config._replace(num_blocks=8))  # now it would have fitted
+    assert S.broken_state_invariants(roomier) == ["work_conserving"]
