@@ -376,15 +376,21 @@ class _Replay:
         return aborted_now
 
     def freed_by_role(self, entry: Tick) -> dict[str, list]:
-        """The entry's freed lists by who gives the blocks back; they must come aborted, preempted, finished."""
-        roles = (("abort", entry.aborted), ("preempt", entry.preempted), ("finish", entry.finished))
-        role_of = {}
-        for rank, (role, ids) in reversed(list(enumerate(roles))):  # an aborted request's role wins
-            role_of.update((request_id, (role, (rank, index))) for index, request_id in enumerate(ids))
+        """The entry's freed lists by who gives the blocks back; they must come aborted, preempted, finished.
+
+        A request can give blocks back twice in one tick (preempted, admitted again and finished, under
+        another policy): its freed lists are matched to its roles in that order."""
+        roles_of: dict[int, list] = {}
+        for rank, (role, ids) in enumerate((("abort", entry.aborted), ("preempt", entry.preempted), ("finish", entry.finished))):
+            for index, request_id in enumerate(ids):
+                roles_of.setdefault(request_id, []).append((role, (rank, index)))
+        for roles in roles_of.values():
+            roles.reverse()  # pop() gives the earliest role first
         freed: dict[str, list] = {"abort": [], "preempt": [], "finish": [], "other": []}
         ranks = []
         for request_id, blocks in entry.freed:
-            role, rank = role_of.get(request_id, ("other", (3, 0)))
+            roles = roles_of.get(request_id)
+            role, rank = roles.pop() if roles else ("other", (3, 0))
             freed[role].append((request_id, blocks))
             ranks.append(rank)
         if ranks != sorted(ranks):
