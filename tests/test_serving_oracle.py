@@ -394,3 +394,11 @@ def test_another_policy_may_readmit_a_victim_that_finishes_in_the_same_tick():
     result = recount(requests, config, trace)
     assert S.check(requests, config, result, policy="none") == []
     assert names(S.check(requests, config, result))[0] in {"fcfs_admission", "running_first", "preempt_newest"}
+
+
+def test_an_engine_that_idles_while_work_waits_breaks_termination():
+    requests, config, result = example("S1")
+    for e in result["trace"][2:]:
+        e["tick"] += 20  # twenty idle ticks while requests 0 and 1 still run: more than the 10 tokens done by then
+    found = S.check(requests, config, result, policy="none")
+    assert names(found)[0] == "termination" and found[0].tick == 22

@@ -213,11 +213,11 @@ def every_job_completes_once(state: State) -> bool:
 
 
 def termination(state: State) -> bool:
-    """The clock never passes max(arrival) + sum(prompt + output), so every run ends by then.
+    """The clock never passes the latest arrival plus the tokens computed and the requests aborted so far.
 
-    With the ranking function ``remaining_work`` (the running head is never preempted), no request waits forever."""
-    bound = max((r.arrival for r in state.requests), default=0) + sum(r.prompt + r.output for r in state.requests)
-    return state.clock <= bound
+    Every tick past the last arrival does work, so no engine idles while requests wait; with the ranking function ``remaining_work`` every FCFS run ends."""
+    latest = max((r.arrival for r in state.requests), default=0)
+    return state.clock <= latest + state.ledger.computed + len(state.aborted)
 
 
 def token_budget(state: State) -> bool:
