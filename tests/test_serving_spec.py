@@ -13,7 +13,7 @@ from spec.serving.metrics import trace_entry
 from spec.serving.state import Progress
 from tests.serving_examples import EXAMPLES, expected_result
 
-FAST = settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+FAST = settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 # --- the worked examples ------------------------------------------------------------
