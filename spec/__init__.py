@@ -6,6 +6,10 @@
 - ``spec.metrics``: how wait, turnaround, makespan and utilization are defined;
 - ``spec.oracle``: ``check``, which judges any implementation's result.
 
+The serving model (prefill, token budget, KV blocks, preemption, aborts) is the
+package ``spec.serving``, in the same layout; what both models share (the Invariant
+type, its families, Violation) lives once in ``spec.registry``.
+
 Plain Python with no engine imports, so that every engine can read it.
 """
 

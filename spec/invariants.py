@@ -23,7 +23,7 @@ from collections import Counter
 
 from spec import result_checks
 from spec.domain import Job, fifo_key
-from spec.registry import FAMILIES, Invariant, broken_in, build_registry
+from spec.registry import FAMILIES, Invariant, broken_in, build_registry  # FAMILIES, Invariant: re-exported
 from spec.state import Completion, Running, State
 
 # --- state predicates -------------------------------------------------------------

@@ -370,3 +370,35 @@ def test_check_never_modifies_the_result_or_the_call():
     before = copy.deepcopy((requests, config, result))
     S.check(requests, config, result)
     assert (requests, config, result) == before
+
+
+def test_another_policy_may_readmit_a_victim_that_finishes_in_the_same_tick():
+    # shortest-first admission, admitting in a preempting tick, the oldest victim: safety holds all the same
+    requests = [
+        {"id": 0, "arrival": 1, "prompt": 1, "output": 2},
+        {"id": 1, "arrival": 0, "prompt": 3, "output": 3},
+        {"id": 2, "arrival": 0, "prompt": 4, "output": 2},
+    ]
+    config = {"max_seqs": 3, "token_budget": 3, "block_size": 2, "num_blocks": 4, "chunked_prefill": True}
+    trace = [
+        entry(0, [(1, 3)], allocated=[(1, [0, 1])]),
+        entry(1, [(1, 1), (0, 1), (2, 1)], allocated=[(0, [2]), (2, [3])]),
+        entry(
+            2, [(1, 1), (0, 2)], preempted=[0, 2], freed=[(0, [2]), (2, [3]), (1, [0, 1, 2]), (0, [3])],
+            allocated=[(1, [2]), (0, [3])], finished=[1, 0],
+        ),
+        entry(3, [(2, 3)], allocated=[(2, [0, 1])]),
+        entry(4, [(2, 1)]),
+        entry(5, [(2, 1)], freed=[(2, [0, 1, 2])], allocated=[(2, [2])], finished=[2]),
+    ]
+    result = recount(requests, config, trace)
+    assert S.check(requests, config, result, policy="none") == []
+    assert names(S.check(requests, config, result))[0] in {"fcfs_admission", "running_first", "preempt_newest"}
+
+
+def test_an_engine_that_idles_while_work_waits_breaks_termination():
+    requests, config, result = example("S1")
+    for e in result["trace"][2:]:
+        e["tick"] += 20  # twenty idle ticks while requests 0 and 1 still run: more than the 10 tokens done by then
+    found = S.check(requests, config, result, policy="none")
+    assert names(found)[0] == "termination" and found[0].tick == 22

@@ -13,7 +13,7 @@ from spec.serving.metrics import trace_entry
 from spec.serving.state import Progress
 from tests.serving_examples import EXAMPLES, expected_result
 
-FAST = settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+FAST = settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 # --- the worked examples ------------------------------------------------------------
@@ -434,3 +434,95 @@ def test_a_state_breaking_each_kv_claim_is_caught_by_its_predicate():
     assert S.broken_state_invariants(waiting_holds) == ["kv_exact"]
     assert S.broken_state_invariants(state._replace(clock=1.0)) == ["well_typed"]
     assert isinstance(running, Progress)
+
+
+# --- the oracle against mutants of the reference result ------------------------------------
+
+MUTABLE_TOTALS = ("makespan_ticks", "computed_tokens", "useful_tokens", "recomputed_tokens", "aborted_tokens", "preemptions")
+MUTABLE_FIELDS = ("start", "first_token", "finish", "aborted", "generated", "preemptions", "computed")
+
+
+@FAST
+@given(calls(), st.data())
+def test_every_mutant_of_the_reference_result_is_caught_even_without_the_policy(call, data):
+    requests, config = call
+    result = S.run(requests, config)
+    if not result["trace"]:
+        return
+    mutant = copy.deepcopy(result)
+    kind = data.draw(st.sampled_from(["n", "drop", "repeat", "record", "total", "tick"]))
+    e = data.draw(st.sampled_from(mutant["trace"]))
+    if kind == "n":
+        pair = data.draw(st.sampled_from(e["scheduled"])) if e["scheduled"] else None
+        if pair is None:
+            return
+        pair[1] += data.draw(st.sampled_from([-1, 1]))
+    elif kind in ("drop", "repeat"):
+        key = data.draw(st.sampled_from(["scheduled", "preempted", "aborted", "freed", "allocated", "finished"]))
+        if not e[key]:
+            return
+        index = data.draw(st.integers(0, len(e[key]) - 1))
+        if kind == "drop":
+            del e[key][index]
+        else:
+            e[key].insert(index, copy.deepcopy(e[key][index]))
+    elif kind == "record":
+        record = data.draw(st.sampled_from(mutant["requests"]))
+        field = data.draw(st.sampled_from(MUTABLE_FIELDS))
+        record[field] = 0 if record[field] is None else record[field] + data.draw(st.sampled_from([-1, 1]))
+    elif kind == "total":
+        key = data.draw(st.sampled_from(MUTABLE_TOTALS))
+        mutant[key] += data.draw(st.sampled_from([-1, 1]))
+    else:
+        e["tick"] += data.draw(st.sampled_from([-1, 1]))
+    if mutant == result:
+        return
+    found = S.check(requests, config, mutant, policy="none")
+    assert found, f"{kind} mutant not caught: {mutant}"
+    assert not any("could not be read" in v.message for v in found), found
+    assert names_in_order(found)
+    assert "matches_reference" in {v.invariant for v in S.check(requests, config, mutant)}
+
+
+def names_in_order(violations):
+    order = list(S.BY_NAME)
+    names = [v.invariant for v in violations]
+    return names == sorted(set(names), key=order.index)
+
+
+def test_docs_registry_table_is_the_registry():
+    import pathlib
+
+    text = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "serving.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert rows == [f"| `{inv.name}` | {inv.family} | {inv.claim} |" for inv in S.INVARIANTS]
+
+
+def after(requests, config, ticks):
+    state = S.initial(requests, config)
+    for _ in range(ticks):
+        state = S.step(state)
+    return state
+
+
+def test_a_state_breaking_each_policy_claim_is_caught_by_its_predicate():
+    s1 = EXAMPLES["S1"]
+    start = S.initial(s1[0], s1[1])
+    assert "fcfs_admission" in S.broken_state_invariants(start._replace(waiting=start.waiting[::-1]))
+
+    tick1 = after(s1[0], s1[1], 2)  # tick 1 scheduled [[0, 2], [1, 2]], admitting 1
+    assert S.broken_state_invariants(tick1) == []
+    swapped = tick1._replace(latest=tick1.latest._replace(scheduled=tick1.latest.scheduled[::-1]))
+    assert "running_first" in S.broken_state_invariants(swapped)
+
+    s2 = EXAMPLES["S2"]
+    tick0 = after(s2[0], s2[1], 1)  # both admitted in tick 0
+    preempting = tick0._replace(latest=tick0.latest._replace(preempted=(1,)))
+    assert "no_admission_after_preemption" in S.broken_state_invariants(preempting)
+
+    from tests.test_serving_oracle import SKIP
+
+    waited = after(SKIP[0], SKIP[1], 2)  # tick 1: the head needs 3 blocks, 1 is free, so the pass stops
+    assert S.broken_state_invariants(waited) == []
+    roomier = waited._replace(config=waited.config._replace(num_blocks=8))  # now it would have fitted
+    assert S.broken_state_invariants(roomier) == ["work_conserving"]

@@ -44,7 +44,7 @@ def _by_id(state: State) -> dict[int, Progress]:
 
 
 def well_typed(state: State) -> bool:
-    """Every field of the state has its type and range: exact ints, a bool, limits >= 1, counters >= 0, tuples.
+    """Every field of the state (and of a result) has its type and range: exact ints, a bool, limits >= 1, counters >= 0, known ids.
 
     The other invariants assume it, as TLA+ specifications assume TypeOK."""
 
@@ -109,9 +109,16 @@ def well_typed(state: State) -> bool:
                 and is_pairs(latest.freed, is_blocks)
                 and is_pairs(latest.allocated, is_blocks)
                 and is_ids(latest.finished)
+                and _latest_ids(latest) <= {r.id for r in state.requests}
             )
         )
     )
+
+
+def _latest_ids(latest: Entry) -> set:
+    """Every request id the latest tick's entry names."""
+    named = {i for i, _ in latest.scheduled + latest.freed + latest.allocated}
+    return named | set(latest.preempted) | set(latest.aborted) | set(latest.finished)
 
 
 def no_duplicate_active(state: State) -> bool:
@@ -163,7 +170,7 @@ def nonnegative_remaining(state: State) -> bool:
 
 
 def work_conservation(state: State) -> bool:
-    """The token ledger balances per request and in total: computed = useful + recomputed + aborted + still cached.
+    """The token ledger balances per request and in total: computed = useful + recomputed + aborted (+ still cached), and a request finishes with exactly prompt + output - 1 cached.
 
     Every computed token is accounted once, so recompute and cancellation are measured, not hidden."""
     for p in state.waiting + state.running:
@@ -206,11 +213,11 @@ def every_job_completes_once(state: State) -> bool:
 
 
 def termination(state: State) -> bool:
-    """The clock never passes max(arrival) + sum(prompt + output), so every run ends by then.
+    """The clock never passes the latest arrival plus the tokens computed and the requests aborted so far.
 
-    With the ranking function ``remaining_work`` (the running head is never preempted), no request waits forever."""
-    bound = max((r.arrival for r in state.requests), default=0) + sum(r.prompt + r.output for r in state.requests)
-    return state.clock <= bound
+    Every tick past the last arrival does work, so no engine idles while requests wait; with the ranking function ``remaining_work`` every FCFS run ends."""
+    latest = max((r.arrival for r in state.requests), default=0)
+    return state.clock <= latest + state.ledger.computed + len(state.aborted)
 
 
 def token_budget(state: State) -> bool:
@@ -294,7 +301,7 @@ def fcfs_admission(state: State) -> bool:
 
 
 def running_first(state: State) -> bool:
-    """In the latest tick the running requests were scheduled before any admission, and if anyone was admitted every running request was scheduled.
+    """Each tick schedules the running requests first, greedily in running order (each min(known - computed, budget left)), before any admission.
 
     Admitting new work while a running request starves turns a long request into an endless one."""
     latest = state.latest

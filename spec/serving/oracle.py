@@ -17,7 +17,7 @@ from typing import Any
 from spec.registry import Violation
 from spec.serving.domain import validate
 from spec.serving.invariants import INVARIANTS
-from spec.serving.metrics import ENTRY_KEYS, RECORD_KEYS, TOTAL_KEYS
+from spec.serving.metrics import ENTRY_KEYS, TOTAL_KEYS
 from spec.serving.observation import observe
 from spec.serving.state import run
 
@@ -115,4 +115,4 @@ def first_difference(expected: dict, actual: dict) -> Violation | None:
     return None
 
 
-__all__ = ["POLICIES", "RECORD_KEYS", "check", "first_difference"]
+__all__ = ["POLICIES", "check", "first_difference"]

@@ -62,7 +62,7 @@ RESULT_CHECKS: dict[str, Callable[[Observation], Violation | None]] = {name: _fi
 
 
 class _Order:
-    """An ordered set of ids: O(1) push at either end, removal, and stepping forwards or backwards."""
+    """An ordered set of ids: O(1) push at either end (moving an id already in), removal, and stepping either way."""
 
     __slots__ = ("after", "before", "first", "last")
 
@@ -81,6 +81,7 @@ class _Order:
         return item in self.after
 
     def push_back(self, item) -> None:
+        self.remove(item)
         self.after[item] = None
         self.before[item] = self.last
         if self.last is None:
@@ -90,6 +91,7 @@ class _Order:
         self.last = item
 
     def push_front(self, item) -> None:
+        self.remove(item)
         self.before[item] = None
         self.after[item] = self.first
         if self.first is None:
@@ -99,6 +101,9 @@ class _Order:
         self.first = item
 
     def remove(self, item) -> None:
+        """Take ``item`` out (nothing happens when it is not in)."""
+        if item not in self.after:
+            return
         before, after = self.before.pop(item), self.after.pop(item)
         if before is None:
             self.first = after
@@ -162,7 +167,8 @@ class _Replay:
         self.preemptions = 0
         self.previous_tick = None
         self.last_scheduled_tick = None
-        self.bound = max((r.arrival for r in ordered), default=0) + sum(r.prompt + r.output for r in ordered)
+        self.latest_arrival = max((r.arrival for r in ordered), default=0)
+        self.work_so_far = 0  # tokens scheduled and requests aborted, up to the current entry
 
     # --- recording ---------------------------------------------------------------
 
@@ -183,7 +189,8 @@ class _Replay:
                 "kv_exclusive", f"tick {tick} frees block {twice[0]} of request {request_id} twice ({why})",
                 tick=tick, ids=[request_id], actual=blocks,
             )
-        held_order = [b for b in r.held if b in set(blocks)]
+        given = set(blocks)
+        held_order = [b for b in r.held if b in given]
         if len(held_order) == len(blocks) and held_order != list(blocks):
             self.report(
                 "metrics_consistent",
@@ -273,11 +280,41 @@ class _Replay:
         if request_id in self.waiting:
             self.waiting.remove(request_id)
 
-    # --- one tick ----------------------------------------------------------------
+    # --- one tick, in the contract's order -------------------------------------------
 
     def tick(self, entry: Tick) -> None:
+        """Replay one trace entry: aborts, frees, preemptions, the scheduled list, admissions, compute, finishes."""
+        self.check_entry(entry)
+        aborted_now = self.aborts(entry)
+        freed = self.freed_by_role(entry)
+        for request_id, blocks in freed["abort"]:
+            self.free(request_id, blocks, entry.tick, "aborted")
+        for request_id in aborted_now:
+            self.release_leak(request_id, entry.tick, "is aborted")
+        expected_victims = expected_running = None
+        if self.fcfs:  # the policy's view of the running pass, before this tick's preemptions
+            expected_victims = self.simulate_victims(len(entry.scheduled) + len(entry.preempted) + 1)
+            expected_running = self.simulate_running(set(entry.preempted), len(entry.scheduled) + 1)
+        self.preemptions_of(entry, freed["preempt"])
+        if self.fcfs and expected_victims != list(entry.preempted):
+            self.report_victims(entry.tick, expected_victims, list(entry.preempted))
+        running_part, admissions = self.scheduled(entry)
+        if self.fcfs:
+            self.judge_running_pass(entry, expected_running, running_part, admissions)
+        self.admit(entry, running_part, admissions)
+        for request_id, blocks in entry.allocated:
+            self.allocate(request_id, blocks, entry.tick)
+        done_now = self.compute(entry)
+        self.finishes(entry, done_now, freed["finish"])
+        for request_id, blocks in freed["other"]:
+            self.free(request_id, blocks, entry.tick, "neither aborted, preempted nor finished")
+        self.blocks_after(entry, freed["other"])
+        if entry.scheduled:
+            self.last_scheduled_tick = entry.tick
+
+    def check_entry(self, entry: Tick) -> None:
+        """The entry's own rules: ticks ascend, something happens, the bound holds, no list repeats an id."""
         t = entry.tick
-        config = self.config
         if self.previous_tick is not None and t <= self.previous_tick:
             self.report(
                 "metrics_consistent", f"trace tick {t} follows tick {self.previous_tick}: ticks must ascend", tick=t
@@ -285,15 +322,17 @@ class _Replay:
         self.previous_tick = t
         if not entry.scheduled and not entry.aborted:
             self.report("metrics_consistent", f"trace tick {t} schedules and aborts nothing: list only ticks that do", tick=t)
-        if t >= self.bound:
+        self.work_so_far += sum(n for _, n in entry.scheduled) + len(entry.aborted)
+        bound = self.latest_arrival + self.work_so_far
+        if t + 1 > bound:
             self.report(
                 "termination",
-                f"tick {t} is in the trace, past max(arrival) + sum(prompt + output) = {self.bound}",
-                tick=t, expected=f"< {self.bound}", actual=t,
+                f"tick {t} is in the trace, past the latest arrival {self.latest_arrival} plus the "
+                f"{self.work_so_far} tokens scheduled and requests aborted by then: the engine idled while work waited",
+                tick=t, expected=f"< {bound}", actual=t,
             )
-        scheduled_ids = [i for i, _ in entry.scheduled]
         for name, ids in (
-            ("scheduled", scheduled_ids),
+            ("scheduled", [i for i, _ in entry.scheduled]),
             ("preempted", entry.preempted),
             ("aborted", entry.aborted),
             ("finished", entry.finished),
@@ -306,7 +345,9 @@ class _Replay:
                     tick=t, ids=twice, expected=1, actual=ids.count(twice[0]),
                 )
 
-        # step 2: aborts
+    def aborts(self, entry: Tick) -> list:
+        """Step 2: the entry's aborts, each exactly at its abort tick; every abort due by now must be there."""
+        t = entry.tick
         self.overdue_aborts(t)
         keys = [fcfs_key(self.of[i].request) for i in entry.aborted]
         if keys != sorted(keys):
@@ -336,45 +377,38 @@ class _Replay:
             r.status, r.aborted_at = ABORTED, t
             aborted_now.append(request_id)
         self.overdue_aborts(t + 1)
+        return aborted_now
 
-        preempted_set = set(entry.preempted)
-        finished_set = set(entry.finished)
-        aborted_set = set(aborted_now) | set(entry.aborted)
-        buckets: dict[str, list] = {"abort": [], "preempt": [], "finish": [], "other": []}
+    def freed_by_role(self, entry: Tick) -> dict[str, list]:
+        """The entry's freed lists by who gives the blocks back; they must come aborted, preempted, finished.
+
+        A request can give blocks back twice in one tick (preempted, admitted again and finished, under
+        another policy): its freed lists are matched to its roles in that order."""
+        roles_of: dict[int, list] = {}
+        for rank, (role, ids) in enumerate((("abort", entry.aborted), ("preempt", entry.preempted), ("finish", entry.finished))):
+            for index, request_id in enumerate(ids):
+                roles_of.setdefault(request_id, []).append((role, (rank, index)))
+        for roles in roles_of.values():
+            roles.reverse()  # pop() gives the earliest role first
+        freed: dict[str, list] = {"abort": [], "preempt": [], "finish": [], "other": []}
         ranks = []
-        position = {}
-        for rank, ids in enumerate((entry.finished, entry.preempted, entry.aborted)):
-            position.update((request_id, (2 - rank, index)) for index, request_id in enumerate(ids))
         for request_id, blocks in entry.freed:
-            if request_id in aborted_set:
-                kind, rank = "abort", position[request_id]
-            elif request_id in preempted_set:
-                kind, rank = "preempt", position[request_id]
-            elif request_id in finished_set:
-                kind, rank = "finish", position[request_id]
-            else:
-                kind, rank = "other", (3, 0)
-            buckets[kind].append((request_id, blocks))
+            roles = roles_of.get(request_id)
+            role, rank = roles.pop() if roles else ("other", (3, 0))
+            freed[role].append((request_id, blocks))
             ranks.append(rank)
         if ranks != sorted(ranks):
             self.report(
                 "metrics_consistent",
-                f"tick {t} lists freed {[i for i, _ in entry.freed]} out of order: the aborted, then the preempted, "
-                "then the finished, each in its list's order",
-                tick=t, ids=[i for i, _ in entry.freed],
+                f"tick {entry.tick} lists freed {[i for i, _ in entry.freed]} out of order: the aborted, then the "
+                "preempted, then the finished, each in its list's order",
+                tick=entry.tick, ids=[i for i, _ in entry.freed],
             )
-        for request_id, blocks in buckets["abort"]:
-            self.free(request_id, blocks, t, "aborted")
-        for request_id in aborted_now:
-            self.release_leak(request_id, t, "is aborted")
+        return freed
 
-        # the policy's view of the running pass, before this tick's preemptions
-        expected_victims = expected_running = None
-        if self.fcfs:
-            expected_victims = self.simulate_victims(len(entry.scheduled) + len(entry.preempted) + 1)
-            expected_running = self.simulate_running(preempted_set, len(entry.scheduled) + 1)
-
-        # step 4: preemptions
+    def preemptions_of(self, entry: Tick, freed: list) -> None:
+        """Step 4's preemptions: each victim was running, goes to the front of the waiting queue, gives back all."""
+        t = entry.tick
         for request_id in entry.preempted:
             r = self.of[request_id]
             if r.status != RUNNING:
@@ -391,21 +425,19 @@ class _Replay:
             r.status = WAITING
             self.running.remove(request_id)
             self.waiting.push_front(request_id)
-        for request_id, blocks in buckets["preempt"]:
+        for request_id, blocks in freed:
             self.free(request_id, blocks, t, "preempted")
         for request_id in entry.preempted:
             if self.of[request_id].status == WAITING:
                 self.release_leak(request_id, t, "is preempted")
-        if self.fcfs and expected_victims != list(entry.preempted):
-            self.report_victims(t, expected_victims, list(entry.preempted))
 
-        # the scheduled list: the running part, then admissions
+    def scheduled(self, entry: Tick) -> tuple[list, list]:
+        """The scheduled list's safety rules; returns it split into the running part and the admissions."""
+        t, config = entry.tick, self.config
         running_part, admissions = [], []
-        total = 0
         for request_id, n in entry.scheduled:
             r = self.of[request_id]
             request = r.request
-            total += n
             if n < 1:
                 self.report(
                     "nonnegative_remaining", f"tick {t} schedules n={n} tokens for request {request_id}: n >= 1",
@@ -430,12 +462,14 @@ class _Replay:
                     tick=t, ids=[request_id],
                 )
             (admissions if r.status == WAITING else running_part).append((request_id, n))
+        scheduled_ids = [i for i, _ in entry.scheduled]
         if len(entry.scheduled) > config.max_seqs:
             self.report(
                 "slot_bound",
                 f"tick {t} schedules {len(entry.scheduled)} requests {scheduled_ids}, more than max_seqs={config.max_seqs}",
                 tick=t, ids=scheduled_ids, expected=f"<= {config.max_seqs}", actual=len(entry.scheduled),
             )
+        total = sum(n for _, n in entry.scheduled)
         if total > config.token_budget:
             self.report(
                 "token_budget",
@@ -443,20 +477,6 @@ class _Replay:
                 f"more than token_budget={config.token_budget}",
                 tick=t, ids=scheduled_ids, expected=f"<= {config.token_budget}", actual=total,
             )
-        if self.fcfs:
-            if running_part != expected_running or list(entry.scheduled[: len(running_part)]) != running_part:
-                self.report_running_first(t, expected_running, list(entry.scheduled))
-            if entry.preempted and admissions:
-                self.report(
-                    "no_admission_after_preemption",
-                    f"tick {t} preempts {list(entry.preempted)} and still admits "
-                    f"{[i for i, _ in admissions]}: a preempting tick admits nobody",
-                    tick=t, ids=[i for i, _ in admissions] + list(entry.preempted),
-                )
-
-        allocated_count = Counter()
-        for request_id, blocks in entry.allocated:
-            allocated_count[request_id] += len(blocks)
         allocated_ids = [i for i, _ in entry.allocated]
         if not _is_subsequence(allocated_ids, scheduled_ids):
             self.report(
@@ -464,10 +484,29 @@ class _Replay:
                 f"tick {t} lists allocated {allocated_ids}, not in scheduled order {scheduled_ids}",
                 tick=t, ids=allocated_ids,
             )
+        return running_part, admissions
 
-        # step 5: admissions, judged against the waiting pass the policy would run
+    def judge_running_pass(self, entry: Tick, expected: list, running_part: list, admissions: list) -> None:
+        """running_first and no_admission_after_preemption for one tick."""
+        t = entry.tick
+        if running_part != expected or list(entry.scheduled[: len(running_part)]) != running_part:
+            self.report_running_first(t, expected, list(entry.scheduled))
+        if entry.preempted and admissions:
+            self.report(
+                "no_admission_after_preemption",
+                f"tick {t} preempts {list(entry.preempted)} and still admits "
+                f"{[i for i, _ in admissions]}: a preempting tick admits nobody",
+                tick=t, ids=[i for i, _ in admissions] + list(entry.preempted),
+            )
+
+    def admit(self, entry: Tick, running_part: list, admissions: list) -> None:
+        """Step 5: the admissions join the running list, judged against the waiting pass the policy would run."""
+        t, config = entry.tick, self.config
+        allocated = Counter()
+        for request_id, blocks in entry.allocated:
+            allocated[request_id] += len(blocks)
         budget = config.token_budget - sum(n for _, n in running_part)
-        free = config.num_blocks - len(self.owner) - sum(allocated_count[i] for i, _ in running_part)
+        free = config.num_blocks - len(self.owner) - sum(allocated[i] for i, _ in running_part)
         in_step = self.fcfs and not entry.preempted
         for request_id, n in admissions:
             r = self.of[request_id]
@@ -487,7 +526,7 @@ class _Replay:
             if r.start is None:
                 r.start = t
             budget -= n
-            free -= allocated_count[request_id]
+            free -= allocated[request_id]
             if len(self.running) > config.max_seqs:
                 self.report(
                     "slot_bound",
@@ -498,10 +537,9 @@ class _Replay:
         if in_step:
             self.judge_stop(t, budget, free)
 
-        for request_id, blocks in entry.allocated:
-            self.allocate(request_id, blocks, t)
-
-        # step 6: compute
+    def compute(self, entry: Tick) -> list:
+        """Step 6: cached tokens grow, output tokens are generated; returns the requests that got their last one."""
+        t = entry.tick
         done_now = []
         for request_id, n in entry.scheduled:
             r = self.of[request_id]
@@ -531,7 +569,12 @@ class _Replay:
                     )
                 if r.generated == r.request.output:
                     done_now.append(request_id)
+        return done_now
 
+    def finishes(self, entry: Tick, done_now: list, freed: list) -> None:
+        """The entry's finished list: exactly the requests that got their last token, each with all its work."""
+        t = entry.tick
+        scheduled_ids = [i for i, _ in entry.scheduled]
         if not _is_subsequence(list(entry.finished), scheduled_ids):
             self.report(
                 "metrics_consistent",
@@ -558,39 +601,38 @@ class _Replay:
             self.leave(request_id)
             r.status, r.finish = FINISHED, t + 1
             self.useful += work
+        finished = set(entry.finished)
         for request_id in done_now:
-            if request_id not in finished_set:
+            if request_id not in finished:
                 self.report(
                     "every_job_completes_once",
                     f"request {request_id} generates its last output token in tick {t}, "
                     "but the tick does not list it finished",
                     tick=t, ids=[request_id],
                 )
-        for request_id, blocks in buckets["finish"]:
+        for request_id, blocks in freed:
             self.free(request_id, blocks, t, "finished")
         for request_id in entry.finished:
             if self.of[request_id].status == FINISHED:
                 self.release_leak(request_id, t, "finishes")
-        for request_id, blocks in buckets["other"]:
-            self.free(request_id, blocks, t, "neither aborted, preempted nor finished")
 
-        # kv_exact for every request this tick touched
-        touched = set(scheduled_ids) | set(allocated_ids) | {i for i, _ in buckets["other"]}
-        for request_id in touched:
+    def blocks_after(self, entry: Tick, freed_other: list) -> None:
+        """kv_exact after the tick, for every request it touched: running ones hold ceil(cached / block_size)."""
+        t, size = entry.tick, self.config.block_size
+        touched = [i for i, _ in entry.scheduled] + [i for i, _ in entry.allocated] + [i for i, _ in freed_other]
+        for request_id in dict.fromkeys(touched):
             r = self.of[request_id]
             if r.status == RUNNING:
-                need = blocks_for(r.cached, config.block_size)
+                need = blocks_for(r.cached, size)
                 if len(r.held) != need:
                     self.report(
                         "kv_exact",
                         f"after tick {t} request {request_id} holds {len(r.held)} blocks {list(r.held)} for "
-                        f"{r.cached} cached tokens; ceil({r.cached}/{config.block_size}) = {need}",
+                        f"{r.cached} cached tokens; ceil({r.cached}/{size}) = {need}",
                         tick=t, ids=[request_id], expected=need, actual=len(r.held),
                     )
             elif r.held:
                 self.release_leak(request_id, t, f"is {r.status} and still holds blocks")
-        if entry.scheduled:
-            self.last_scheduled_tick = t
 
     # --- the policy: vLLM FCFS ---------------------------------------------------
 
