@@ -135,9 +135,9 @@ def _record(index: int, record: Any) -> Violation | None:
 
 
 def observe(requests: tuple[Request, ...], config: Config, result: Any, policy: str = "fcfs") -> Observation | Violation:
-    """Check the result's shape and replay its trace; a malformed result gives the ``well_typed`` Violation."""
-    from spec.serving.result_checks import replay  # the replay reads Observations: imported late, no cycle
+    """Check the result's shape; a malformed result gives the ``well_typed`` Violation.
 
+    The Observation's ``findings`` are empty: ``spec.serving.result_checks.replay`` fills them."""
     if not isinstance(result, dict):
         return type_error("result", result, "a dict with keys " + ", ".join(RESULT_KEYS))
     for key in RESULT_KEYS:
@@ -165,5 +165,4 @@ def observe(requests: tuple[Request, ...], config: Config, result: Any, policy: 
         if isinstance(parsed, Violation):
             return parsed
         ticks.append(parsed)
-    observation = Observation(tuple(requests), config, result, ticks, list(records), policy, {})
-    return observation._replace(findings=replay(observation))
+    return Observation(tuple(requests), config, result, ticks, list(records), policy, {})

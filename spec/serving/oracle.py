@@ -19,6 +19,7 @@ from spec.serving.domain import validate
 from spec.serving.invariants import INVARIANTS
 from spec.serving.metrics import ENTRY_KEYS, TOTAL_KEYS
 from spec.serving.observation import observe
+from spec.serving.result_checks import replay
 from spec.serving.state import run
 
 POLICIES = ("fcfs", "none")
@@ -37,6 +38,10 @@ def check(requests: Any, config: Any, result: Any, reference: dict | None = None
         return [Violation("well_typed", f"the result could not be read: {error!r}")]
     if isinstance(observation, Violation):
         return [observation]
+    try:
+        observation = observation._replace(findings=replay(observation))
+    except Exception as error:  # a well-shaped result whose values the replay cannot follow
+        return [Violation("well_typed", f"the result's trace could not be replayed: {error!r}")]
     violations = []
     for invariant in INVARIANTS:
         if policy == "none" and (invariant.family == "policy" or invariant.name == "matches_reference"):
