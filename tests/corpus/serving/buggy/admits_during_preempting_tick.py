@@ -138,7 +138,7 @@ def serve(requests, config):
             scheduled.append([r, n])
             budget -= n
             i += 1
-        while waiting and budget > 0 and len(running) < max_seqs:  # step 5 (BUG: also after a preemption)
+        while waiting and budget > 0 and len(running) < max_seqs:  # BUG (step 5): also after a preemption
             h = waiting[0]
             if h["arrival"] > t:
                 break

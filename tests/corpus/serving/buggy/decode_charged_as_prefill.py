@@ -139,7 +139,7 @@ def serve(requests, config):
             budget -= n
             i += 1
         # BUG: a decode step (computed >= prompt) is charged as a prefill chunk of the whole prompt
-        budget = token_budget - sum(r["prompt"] if r["computed"] >= r["prompt"] else n for r, n in scheduled)
+        budget = token_budget - sum(r["prompt"] if n == 1 and r["computed"] >= r["prompt"] else n for r, n in scheduled)
         while not preempted and waiting and budget > 0 and len(running) < max_seqs:  # step 5: the waiting pass
             h = waiting[0]
             if h["arrival"] > t:

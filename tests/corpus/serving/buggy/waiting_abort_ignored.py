@@ -100,7 +100,7 @@ def serve(requests, config):
     t = 0
     while waiting or running:
         freed, aborted = [], []
-        for r in sorted(running, key=lambda r: (r["arrival"], r["id"])):  # step 2 (BUG: the waiting queue is skipped)
+        for r in sorted(running, key=lambda r: (r["arrival"], r["id"])):  # BUG (step 2): the waiting queue is skipped
             if r["abort"] is not None and r["abort"] <= t:
                 (waiting if r in waiting else running).remove(r)
                 give_back(r, freed)
