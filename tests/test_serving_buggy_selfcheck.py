@@ -365,6 +365,6 @@ def test_the_bug_is_invisible_where_it_cannot_show(name):
 
 def test_the_base_handles_a_huge_pool_and_huge_ticks_without_enumerating_them():
     huge = 10**18
-    result = call_with_limit(base_serve, ([req(0, huge, 1, 2, abort=huge + 1)], cfg(1, 1, huge, huge, False)))
+    result = call_with_limit(base_serve, ([req(0, huge, 1, 2, abort=huge + 1)], cfg(1, 2, huge, huge, False)))
     assert result["trace"][0]["tick"] == huge and result["trace"][0]["allocated"] == [[0, [0]]]
     assert result["requests"][0]["aborted"] == huge + 1 and result["makespan_ticks"] == huge + 1
