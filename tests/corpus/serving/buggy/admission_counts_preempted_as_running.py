@@ -173,7 +173,6 @@ def serve(requests, config):
             if free.count() < _ceil(n, bs):
                 break
             running.append(waiting.pop(0))
-            reserved -= h["preemptions"] > 0
             allocated.append([h["id"], take(h, _ceil(n, bs))])
             scheduled.append([h, n])
             budget -= n
