@@ -1,6 +1,8 @@
 """An abort of a running request takes effect when abort < t instead of abort <= t, so the request is still served at its abort tick and leaves one tick late."""
 
-EXPECTED = "no_start_before_arrival"  # served at its abort tick unless the budget runs out before it or it is preempted then; in that rare case the late abort shows only as every_job_completes_once
+EXPECTED = "no_start_before_arrival"
+# Where EXPECTED may not be first: served at its abort tick unless the budget runs out before it or
+# it is preempted then; in that rare case the late abort shows only as every_job_completes_once
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

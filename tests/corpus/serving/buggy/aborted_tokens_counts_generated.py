@@ -1,6 +1,9 @@
 """aborted_tokens adds each aborted request's generated tokens instead of its cached computed tokens."""
 
-EXPECTED = "metrics_consistent"  # the reported totals then break computed = useful + recomputed + aborted; if the checker's ledger reads the reported totals rather than the trace this is work_conservation
+EXPECTED = "metrics_consistent"
+# Where EXPECTED may not be first: the reported totals then break computed = useful + recomputed +
+# aborted; if the checker's ledger reads the reported totals rather than the trace this is
+# work_conservation
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

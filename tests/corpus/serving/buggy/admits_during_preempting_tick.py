@@ -1,6 +1,8 @@
 """The waiting pass runs even in a tick in which a request was preempted, so a request can be admitted in a preempting tick."""
 
 EXPECTED = "no_admission_after_preemption"
+# Where EXPECTED may not be first: the admitted request is always the victim itself, listed in both
+# preempted and scheduled; a checker that counts it as running twice would say no_duplicate_active
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

@@ -1,6 +1,8 @@
 """With chunked prefill an admission's chunk is capped by the whole token_budget instead of the budget left in the tick, so the tick overshoots the budget by up to one chunk."""
 
 EXPECTED = "token_budget"
+# Where EXPECTED may not be first: if the oversized chunk does not fit in the free blocks the pass
+# stops where the right chunk would fit, which is work_conserving; the smallest input overshoots
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

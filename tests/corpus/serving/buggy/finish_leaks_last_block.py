@@ -1,6 +1,8 @@
 """A finishing request gives back all its blocks but the last one (an off-by-one in the free loop), so every finish leaks a KV block."""
 
-EXPECTED = "kv_exact"  # the smallest input (one request) shows kv_exact; an input where the leaked blocks later starve a request makes the run spin forever, which is termination
+EXPECTED = "kv_exact"
+# Where EXPECTED may not be first: the smallest input (one request) shows kv_exact; an input where
+# the leaked blocks later starve a request makes the run spin forever, which is termination
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

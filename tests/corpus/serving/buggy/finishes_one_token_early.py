@@ -1,6 +1,9 @@
 """A request finishes when generated + 1 reaches output (an off-by-one), so a request of two or more output tokens stops one token short."""
 
-EXPECTED = "work_conservation"  # a finished request that computed one token fewer than prompt + output - 1 breaks the per-request ledger; a checker that instead judges the early finish as a request ending without its output would say every_job_completes_once
+EXPECTED = "work_conservation"
+# Where EXPECTED may not be first: a finished request that computed one token fewer than prompt +
+# output - 1 breaks the per-request ledger; a checker that instead judges the early finish as a
+# request ending without its output would say every_job_completes_once
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

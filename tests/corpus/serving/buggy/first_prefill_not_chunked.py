@@ -1,6 +1,8 @@
 """With chunked prefill a request's first admission gets its whole prompt in one chunk, ignoring the budget (only resumed requests are chunked)."""
 
 EXPECTED = "token_budget"
+# Where EXPECTED may not be first: if the whole prompt does not fit in the free blocks the pass
+# stops where a chunk would fit, which is work_conserving; the smallest input overshoots
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

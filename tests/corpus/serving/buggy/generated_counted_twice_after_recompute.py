@@ -1,6 +1,9 @@
 """The tokens a request generated before a preemption are counted again when it is recomputed, so a preempted request reports more generated tokens than its output."""
 
-EXPECTED = "nonnegative_remaining"  # nonnegative_remaining when a preempted request then finishes (generated > output in the result); on an input where every preempted request is aborted early it is only metrics_consistent
+EXPECTED = "nonnegative_remaining"
+# Where EXPECTED may not be first: nonnegative_remaining when a preempted request then finishes
+# (generated > output in the result); on an input where every preempted request is aborted early it
+# is only metrics_consistent
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

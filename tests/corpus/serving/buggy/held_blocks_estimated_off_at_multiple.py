@@ -1,6 +1,9 @@
 """The running pass estimates the blocks a request holds as computed // block_size + 1, one too many when computed is an exact multiple of block_size, so such a request is given one block too few."""
 
 EXPECTED = "kv_exact"
+# Where EXPECTED may not be first: a request short of a block in the tick it finishes shows no
+# kv_exact between ticks; there the missing preemption or the admission it allows is preempt_newest
+# or work_conserving
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")
