@@ -94,7 +94,7 @@ def over_budget(result, call):
 
 
 def block_events(result, call):
-    """Replay the blocks of a trace: the set of problems seen (leak, alloc_held, free_unheld, wrong_count)."""
+    """The problems a replay of the trace's blocks shows (leak, alloc_held, free_unheld, wrong_count)."""
     bs = call[1]["block_size"]
     held, computed, problems = {}, {}, set()
 
@@ -195,13 +195,13 @@ CASES = {
     "accepts_bool_fields": (
         ([req(0, 0, True, 1)], cfg(1, 1, 1, 1, False)), "accepts", S3),
     "allocator_reissues_fresh_ids": (
-        ([req(0, 0, 1, 1), req(1, 0, 3, 1)], cfg(1, 2, 1, 3, True)),
+        ([req(0, 0, 1, 1), req(1, 0, 2, 2)], cfg(1, 2, 1, 3, True)),
         lambda res, ref, call: "alloc_held" in block_events(res, call), S1),
     "admission_counts_preempted_as_running": (
-        ([req(0, 0, 1, 3), req(1, 1, 1, 1), req(2, 0, 1, 3)], cfg(2, 2, 2, 3, True)),
+        ([req(0, 0, 2, 5), req(1, 0, 2, 2)], cfg(2, 2, 2, 4, True)),
         lambda res, ref, call: admitted_less(res, ref), S1),
     "admits_during_preempting_tick": (
-        ([req(0, 1, 4, 1), req(1, 0, 1, 3)], cfg(2, 3, 3, 2, True)),
+        ([req(0, 1, 2, 2), req(1, 0, 1, 3)], cfg(2, 3, 1, 5, True)),
         lambda res, ref, call: any(set(e["preempted"]) & {i for i, _ in e["scheduled"]} for e in res["trace"]), S2),
     "block_pool_cached_across_calls": (
         S1, "nondeterministic", ([], cfg(1, 1, 1, 8, False))),
@@ -241,17 +241,17 @@ CASES = {
         ([req(0, 0, 1, 1)], cfg(1, 1, 1, 1, False)),
         lambda res, ref, call: res["makespan_ticks"] == max(e["tick"] for e in res["trace"]), ([], cfg(1, 1, 1, 1, False))),
     "non_chunked_admission_chunks": (
-        ([req(0, 0, 1, 1), req(1, 0, 5, 1)], cfg(2, 5, 1, 5, False)),
-        lambda res, ref, call: any(n < 5 for e in res["trace"] for i, n in e["scheduled"] if i == 1 and e["tick"] == 0), S3),
+        ([req(0, 0, 1, 1), req(1, 0, 4, 1)], cfg(2, 4, 1, 4, False)),
+        lambda res, ref, call: any(n < 4 for e in res["trace"] for i, n in e["scheduled"] if i == 1 and e["tick"] == 0), S3),
     "preempted_to_back_of_queue": (
-        ([req(0, 1, 1, 1), req(1, 0, 1, 2), req(2, 0, 1, 2)], cfg(2, 2, 1, 2, False)),
+        ([req(0, 0, 1, 2), req(1, 0, 2, 2), req(2, 0, 1, 1)], cfg(2, 3, 2, 2, False)),
         lambda res, ref, call: at_first_difference(res, ref, lambda got, want: got["scheduled"][0] != want["scheduled"][0]),
         S2),
     "preemption_keeps_spare_block": (
-        ([req(0, 0, 2, 2), req(1, 0, 1, 2)], cfg(2, 3, 2, 3, False)),
+        ([req(0, 0, 1, 3), req(1, 1, 1, 2)], cfg(2, 2, 2, 3, True)),
         lambda res, ref, call: res["preemptions"] > ref["preemptions"], S1),
     "preempts_oldest": (
-        ([req(0, 1, 3, 2), req(1, 1, 3, 2), req(2, 0, 5, 3)], cfg(3, 7, 2, 7, False)),
+        ([req(0, 0, 1, 3), req(1, 1, 1, 2), req(2, 0, 1, 3)], cfg(3, 3, 2, 3, False)),
         lambda res, ref, call: at_first_difference(res, ref, lambda got, want: got["preempted"] != want["preempted"] != []), S2),
     "recompute_chunk_drops_generated": (
         ([req(0, 0, 1, 2), req(1, 0, 1, 2)], cfg(2, 2, 1, 2, False)),
@@ -287,7 +287,7 @@ class Hung(Exception):
 
 
 def call_with_limit(fn, call, seconds=1.0):
-    """Call ``fn`` on a private copy of ``call``, raising Hung when it runs past ``seconds``."""
+    """Calls ``fn`` on a private copy of ``call`` and raises Hung when it runs past ``seconds``."""
 
     def stop(signum, frame):
         raise Hung

@@ -34,7 +34,7 @@ class _Pool:
 
 
 def _validate(requests, config):
-    """Check the whole call before any work; return the config values and one record per request."""
+    """Checks the whole call before any work and returns the config values and one record per request."""
     if not isinstance(config, dict):
         raise ValueError(f"config={config!r}: expected a dict with keys {', '.join(CONFIG_KEYS)}")
     for key in CONFIG_KEYS:
@@ -100,7 +100,7 @@ def _validate(requests, config):
 
 
 def serve(requests, config):
-    """Run the contract's FCFS serving policy over the requests and return the trace, per-request records and totals."""
+    """Runs the contract's FCFS serving policy over the requests and returns the trace, the per-request records and the totals."""
     cfg, records = _validate(requests, config)
     max_seqs, token_budget, bs = cfg["max_seqs"], cfg["token_budget"], cfg["block_size"]
     free = _Pool(cfg["num_blocks"])  # the lowest free ids are taken first
@@ -201,7 +201,7 @@ def serve(requests, config):
 
 
 def _result(records, trace, totals, token_budget):
-    """Assemble the result dict from the final records and the trace."""
+    """Assembles the result dict from the final records and the trace."""
     makespan = totals["last"] + 1
     useful = sum(r["prompt"] + r["output"] - 1 for r in records if r["finish"] is not None)
     out = []
