@@ -10,8 +10,30 @@ def _ceil(a, b):
     return -(-a // b)
 
 
+class _Pool:
+    """The free KV blocks: the ids given back (kept sorted), all below the lowest id never handed out."""
+
+    def __init__(self, size):
+        self.size, self.fresh, self.returned = size, 0, []
+
+    def count(self):
+        return len(self.returned) + self.size - self.fresh
+
+    def take(self, k):
+        got = self.returned[:k]
+        del self.returned[:k]
+        more = k - len(got)
+        got += range(self.fresh, self.fresh + more)
+        self.fresh += more
+        return got
+
+    def give(self, blocks):
+        self.returned.extend(blocks)
+        self.returned.sort()
+
+
 def _validate(requests, config):
-    """Check the whole call before any work; return the config values and one record per request."""
+    """Checks the whole call before any work and returns the config values and one record per request."""
     if not isinstance(config, dict):
         raise ValueError(f"config={config!r}: expected a dict with keys {', '.join(CONFIG_KEYS)}")
     for key in CONFIG_KEYS:
@@ -77,30 +99,29 @@ def _validate(requests, config):
 
 
 def serve(requests, config):
-    """Run the contract's FCFS serving policy over the requests and return the trace, per-request records and totals."""
+    """Runs the contract's FCFS serving policy over the requests and returns the trace, the per-request records and the totals."""
     cfg, records = _validate(requests, config)
     max_seqs, token_budget, bs = cfg["max_seqs"], cfg["token_budget"], cfg["block_size"]
-    free = list(range(cfg["num_blocks"]))  # kept sorted: the lowest free ids are taken first
+    free = _Pool(cfg["num_blocks"])  # the lowest free ids are taken first
     waiting = sorted(records, key=lambda r: (r["arrival"], r["id"]))  # preempted ones go to the front
     running, trace = [], []
     totals = {"computed": 0, "recomputed": 0, "aborted": 0, "last": -1}
 
     def take(r, k):
-        got, free[:k] = free[:k], []
+        got = free.take(k)
         r["blocks"] += got
         return got
 
     def give_back(r, freed):
         if r["blocks"]:
             freed.append([r["id"], list(r["blocks"])])
-            free.extend(r["blocks"])
-            free.sort()
+            free.give(r["blocks"])
         r["blocks"] = []
 
     t = 0
     while waiting or running:
         freed, aborted = [], []
-        for r in sorted(running, key=lambda r: (r["arrival"], r["id"])):  # step 2 (BUG: the waiting queue is skipped)
+        for r in sorted(running, key=lambda r: (r["arrival"], r["id"])):  # BUG (step 2): the waiting queue is skipped
             if r["abort"] is not None and r["abort"] <= t:
                 (waiting if r in waiting else running).remove(r)
                 give_back(r, freed)
@@ -123,7 +144,7 @@ def serve(requests, config):
                 i += 1
                 continue
             extra = _ceil(r["computed"] + n, bs) - len(r["blocks"])
-            while len(free) < extra and r in running:
+            while free.count() < extra and r in running:
                 victim = running.pop()
                 give_back(victim, freed)
                 totals["recomputed"] += victim["computed"]
@@ -147,7 +168,7 @@ def serve(requests, config):
                 n = min(n, budget)
             elif n > budget:
                 break
-            if len(free) < _ceil(n, bs):
+            if free.count() < _ceil(n, bs):
                 break
             running.append(waiting.pop(0))
             allocated.append([h["id"], take(h, _ceil(n, bs))])
@@ -179,7 +200,7 @@ def serve(requests, config):
 
 
 def _result(records, trace, totals, token_budget):
-    """Assemble the result dict from the final records and the trace."""
+    """Assembles the result dict from the final records and the trace."""
     makespan = totals["last"] + 1
     useful = sum(r["prompt"] + r["output"] - 1 for r in records if r["finish"] is not None)
     out = []
