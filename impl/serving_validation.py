@@ -2,7 +2,7 @@
 
 Written independently of spec/ on purpose: the scheduler under check must not lean
 on the checker, so a mistake in one is not silently shared by the other.  The order
-of the checks and the messages follow /work/notes/serving-common.md.
+of the checks and the messages follow the contract (README, "Checking a serving scheduler").
 """
 
 from __future__ import annotations

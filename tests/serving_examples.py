@@ -1,4 +1,4 @@
-"""The serving model's worked examples S1-S3 (notes/issue10.md), exactly as the issue gives them."""
+"""The serving model's worked examples S1-S3 (issue 10), exactly as the issue gives them."""
 
 S1_CONFIG = {"max_seqs": 2, "token_budget": 4, "block_size": 2, "num_blocks": 8, "chunked_prefill": True}
 S1_REQUESTS = [{"id": 0, "arrival": 0, "prompt": 6, "output": 2}, {"id": 1, "arrival": 0, "prompt": 2, "output": 3}]

@@ -11,7 +11,7 @@ Two more rules keep every run finite: a request's peak KV need,
 ceil((prompt + output - 1) / block_size) blocks, fits in the pool, and without
 chunked prefill prompt + output - 1 <= token_budget, because a preempted request
 must be recomputed in one tick.  The order of the checks and their messages are
-fixed (notes/serving-common.md): config first, then each request in order.
+fixed: config first, then each request in order.
 """
 
 from __future__ import annotations

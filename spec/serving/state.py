@@ -1,7 +1,7 @@
 """The serving model's transition system: a frozen State, the one-tick ``step``, and the reference ``run``.
 
 A run starts in ``initial(requests, config)`` and applies ``step`` until
-``is_terminal``.  One step is one tick t of the contract (notes/issue10.md), in order:
+``is_terminal``.  One step is one tick t of the contract (issue 10; README, "Checking a serving scheduler"), in order:
 
 1. requests that finished in tick t-1 have left (``step`` frees their blocks at the
    end of the tick they finish in, and records the ``freed`` entry there);
