@@ -302,11 +302,13 @@ def minimize_valid_call(
     changed = True
     while changed and time.monotonic() < deadline:
         before = best
-        for chunk in (len(best[0]) // 2, 1):
+        chunk = max(1, len(best[0]) // 2)  # halving chunks: a large input shrinks in a few dozen probes
+        while chunk >= 1 and best[0]:
             index = len(best[0]) - chunk
-            while chunk and index >= 0:
+            while index >= 0:
                 attempt(with_requests(best[0][:index] + best[0][index + chunk:]))
-                index -= chunk
+                index = min(index, len(best[0])) - chunk
+            chunk //= 2
         # no abort, then the canonical form: arrivals from 0, ids 0..n-1 in FCFS order, id order
         for index in range(len(best[0])):
             if "abort" in best[0][index]:
