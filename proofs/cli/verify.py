@@ -179,14 +179,14 @@ def run_verify(args: argparse.Namespace) -> int:
     verdict = run_verdict(found, checks or [], contracts)
     for cex, actual in found:
         save(cex, target.text, args.save_dir)  # saved before it is reported
-    if checks:
-        print("\n".join(check_lines(checks)))
-        print()
     if contracts:
         print("\n".join(ledger(contracts)))
         print()
     for cex, actual in found:
         print("\n".join(format_counterexample(cex, actual)))
+        print()
+    if checks:  # after the counterexamples: a report's first line is the invariant and the engine
+        print("\n".join(check_lines(checks)))
         print()
     line = summary_line(verdict, target.text, len(found), calls)
     if contracts:
