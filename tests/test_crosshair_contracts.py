@@ -94,12 +94,12 @@ def test_outcomes_say_how_far_each_contract_got():
     rows = bridge.classify(raw, planned=4.0)
     assert raw == before  # the caller's results are not modified
     assert [r["outcome"] for r in rows] == ["confirmed", "bounded", "incomplete", "incomplete", "unknown"]
-    assert rows[2]["message"].startswith("cut short before its planned 4 s")
+    assert rows[2]["message"].startswith("cut short before its planned 4.0 s")
     assert rows[3]["message"].startswith("not started")
     lines = bridge.ledger(rows)
     assert "confirmed within bounds: one step from any pre-state of <= 3 jobs" in lines[0]
     assert "1 <= slots <= 4" in lines[0] and "pre-state built by state_from_rows" in lines[0]
-    assert "bounded: no counterexample in its whole planned 4 s (not confirmed)" in lines[1]
+    assert "bounded: no counterexample in its whole planned 4.0 s (not confirmed)" in lines[1]
     assert not any("confirmed" in line.replace("not confirmed", "") for line in lines[1:])
 
 

@@ -71,13 +71,13 @@ def classify(results: list[dict], planned: float) -> list[dict]:
             seconds = float(result.get("seconds") or 0.0)
             if str(result.get("message", "")).startswith("not started") or seconds <= 0:
                 row["outcome"] = INCOMPLETE
-                row["message"] = f"not started: the budget ran out before its turn (planned {planned:g} s)"
+                row["message"] = f"not started: the budget ran out before its turn (planned {planned:.1f} s)"
             elif seconds < planned:
                 row["outcome"] = INCOMPLETE
-                row["message"] = f"cut short before its planned {planned:g} s ran out, nothing found so far"
+                row["message"] = f"cut short before its planned {planned:.1f} s ran out, nothing found so far"
             else:
                 row["outcome"] = BOUNDED
-                row["message"] = f"no counterexample in its whole planned {planned:g} s (not confirmed)"
+                row["message"] = f"no counterexample in its whole planned {planned:.1f} s (not confirmed)"
         else:
             row["outcome"] = UNKNOWN
             row["message"] = f"the engine reported {raw!r}: {result.get('message')}"
