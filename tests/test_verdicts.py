@@ -106,3 +106,17 @@ def test_no_check_runs_that_can_never_find_anything():
     for doc in ("README.md", "docs/verify.md", "docs/ci.md"):
         text = (ROOT / doc).read_text()
         assert "proofs.search.relations" not in text and "metamorphic relations," not in text, doc
+
+
+def test_a_diff_cut_short_by_its_budget_is_incomplete_not_same(tmp_path, slow, capsys):
+    report = tmp_path / "diff.json"
+    code = main(["diff", slow, slow, "--seed", "0", "--budget", "2", "--json", str(report)])
+    out = capsys.readouterr().out
+    assert code == 2, out
+    assert out.startswith("INCOMPLETE SAME ") and "incomplete is not a pass" in out
+    data = json.loads(report.read_text())
+    assert data["verdict"] == "incomplete" and data["unfinished"]
+    from proofs.report import ci as ci_reports
+
+    junit = ci_reports.junit_xml("diff", data)
+    assert 'type="incomplete"' in junit and 'errors="1"' in junit

@@ -111,14 +111,17 @@ def _compare(old: Target, new: Target, args, started: float) -> int:
         line = f"SAME {old.text} and {new.text}: no difference in {search.calls_tried} calls"
         if symbolic_seconds:
             line += f", nor in {symbolic_seconds:.0f} s of CrossHair diffbehavior"
-        if search.unfinished:
-            line += f" (the budget ran out during {', '.join(search.unfinished)})"
+        if search.unfinished:  # nothing differed in what ran, but not everything planned ran: never a pass
+            line = f"INCOMPLETE {line} (the budget ran out during {', '.join(search.unfinished)}; incomplete is not a pass)"
         print(line)
     else:
         print("\n".join(format_difference(found)))
     if args.json or args.junit or args.sarif:
-        report = _write_json(args.json, old.text, new.text, time.monotonic() - started, found)
+        report = _write_json(args.json, old.text, new.text, time.monotonic() - started, found,
+                             unfinished=search.unfinished if found is None else ())
         ci_reports.write_outputs(args, "diff", report, new.text)
+    if found is None and search.unfinished:
+        return 2
     return 0 if found is None or found.classification == "fix" else 1
 
 
@@ -139,7 +142,8 @@ def format_difference(found: Difference) -> list[str]:
 
 
 
-def _write_json(path: str | None, old: str, new: str, seconds: float, found: Difference | None) -> dict:
+def _write_json(path: str | None, old: str, new: str, seconds: float, found: Difference | None,
+                unfinished=()) -> dict:
     differences = []
     if found is not None:
         cex = Counterexample("", found.engine, "conformance", *found.call, "").to_json()
@@ -152,12 +156,14 @@ def _write_json(path: str | None, old: str, new: str, seconds: float, found: Dif
             "new": {"behaviour": found.new.describe(), "broken": found.new.broken},
         })
     report = {
-        "verdict": "no difference" if found is None else found.classification,
+        "verdict": ("incomplete" if unfinished else "no difference") if found is None else found.classification,
         "old": old,
         "new": new,
         "seconds": round(seconds, 3),
         "differences": differences,
     }
+    if unfinished:
+        report["unfinished"] = list(unfinished)
     if path:
         with open(path, "w") as handle:
             json.dump(report, handle, indent=2)

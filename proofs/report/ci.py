@@ -251,6 +251,10 @@ def _diff_cases(report: dict) -> list[dict]:
                 message = f"{classification}: new breaks {', '.join(broken)} on {difference.get('input_repr')}"
             cases.append({"name": name, "outcome": "failure", "type": classification,
                           "message": message[:500], "text": _diff_text(report, difference)})
+    if not cases and report.get("unfinished"):  # nothing differed in what ran, but not all of it ran
+        cases.append({"name": "no_difference", "outcome": "error", "type": "incomplete",
+                      "message": f"the budget ran out during {', '.join(report['unfinished'])}; incomplete is never a pass",
+                      "text": f"unfinished: {', '.join(report['unfinished'])}"})
     if not cases:
         cases.append({"name": "no_difference", "outcome": "passed"})
     return cases
