@@ -33,8 +33,8 @@ import glob
 import json
 import math
 import os
-from dataclasses import dataclass
 import time
+from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 from hypothesis import HealthCheck, Verbosity, given, settings
@@ -97,11 +97,6 @@ class CheckAccount:
     def to_json(self) -> dict:
         return {"check": self.check, "unit": self.unit, "tried": self.tried, "planned": self.planned,
                 "finished": self.finished, "stopped": self.stopped, "seconds": round(self.seconds, 3)}
-
-    @classmethod
-    def from_json(cls, data: dict) -> "CheckAccount":
-        return cls(data["check"], data["planned"], data["tried"], data["finished"], data.get("seconds", 0.0),
-                   data.get("stopped", ""))
 
 
 def cut_short(accounts) -> list:
@@ -264,8 +259,8 @@ class Search:
 
     # -- the checks --------------------------------------------------------------------
 
-    def _replay_saved(self) -> None:
-        """Counterexamples an earlier run saved for this target come first."""
+    def _replay_saved(self) -> bool:
+        """Counterexamples an earlier run saved for this target come first; False if one stopped the run."""
         for path in self._saved_files():
             self._account.tried += 1
             try:
@@ -282,6 +277,7 @@ class Search:
                 self._record(cex.check, cex.call, wanted[0], cex.rule)
                 if self._done():
                     return False
+        return True
 
     def _judge(self, check: str, call, rule: str = "") -> list[Finding]:
         if check == "validation":
@@ -292,7 +288,8 @@ class Search:
             return self._valid(call)
         return []
 
-    def _systematic_validation(self) -> None:
+    def _systematic_validation(self) -> bool:
+        """Every class of bad input once; True when every one was tried."""
         for rule, call in bad_calls():
             if time.monotonic() >= self.deadline:
                 self._account.stopped = "deadline"
@@ -308,6 +305,7 @@ class Search:
                 if self._done():
                     return False
             self.progress("validation", self.calls_tried)
+        return True
 
     def _conformance(self) -> bool:
         return self._search("conformance", valid_calls(), self._valid_steered, self._minimize_valid)
@@ -333,7 +331,7 @@ class Search:
             "validation", corrupted_calls(), judge, minimize, rule="a corrupted input", replay_as="validation"
         )
 
-    def _stateful(self) -> None:
+    def _stateful(self) -> bool:
         from proofs.search.stateful import run_stateful
 
         programs: list = []
