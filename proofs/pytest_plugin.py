@@ -120,6 +120,13 @@ class SchedcheckItem(pytest.Item):
             raise SchedcheckFailure(
                 f"{self.invariant}: unknown (never a pass):\n" + "\n".join(f"{c.get('subject')}: {c.get('message')}" for c in unknown)
             )
+        if report.get("verdict") == "incomplete":  # nothing broken, but not everything planned ran: never a pass
+            short = [f"{c.get('check')}: tried {c.get('tried')} of {c.get('planned')} {c.get('unit', 'calls')}"
+                     for c in report.get("checks", []) if not c.get("finished") and c.get("stopped") != "counterexample"]
+            short += [f"crosshair {c.get('name')} on {c.get('subject')}: {c.get('message')}"
+                      for c in report.get("contracts", []) if c.get("outcome") == "incomplete"]
+            hint = f"; --schedcheck-budget {report['budget_to_finish']} would finish it" if report.get("budget_to_finish") else ""
+            raise SchedcheckFailure(f"{self.invariant}: incomplete (never a pass){hint}:\n" + "\n".join(short))
         if any(c.get("property") == ci_reports.SIGNATURE for c in report.get("counterexamples", [])):
             pytest.skip("not checked: the target cannot be called as the model's entry function (see `signature`)")
 

@@ -113,10 +113,60 @@ def test_unknown_crosshair_contracts_are_errors_not_passes():
     contracts = [{"name": "slot_bound", "subject": "spec.step", "outcome": "unknown", "seconds": 1.0,
                   "message": "CrossHair could not meet the precondition"},
                  {"name": "fifo_order", "subject": "spec.step", "outcome": "confirmed", "seconds": 1.0, "message": ""}]
-    report = dict(verify_report(contracts=contracts), verdict="error")
+    report = dict(verify_report(contracts=contracts), verdict="unknown")
     cases = junit_cases(ci_reports.junit_xml("verify", report))
     assert cases["slot_bound"].find("error").get("type") == "unknown"
-    assert len(cases["fifo_order"]) == 0  # passed
+    assert [child.tag for child in cases["fifo_order"]] == ["system-out"]  # passed, and says on what grounds
+
+
+CHECKS = [
+    {"check": "validation", "unit": "calls", "tried": 52, "planned": 52, "finished": True, "stopped": "", "seconds": 0.1},
+    {"check": "conformance", "unit": "calls", "tried": 59, "planned": 500, "finished": False, "stopped": "deadline",
+     "seconds": 3.0},
+    {"check": "stateful", "unit": "programs", "tried": 0, "planned": 60, "finished": False,
+     "stopped": "not started: deadline", "seconds": 0.0},
+]
+CONTRACTS = [
+    {"name": "slot_bound", "subject": "spec.step", "outcome": "confirmed", "seconds": 1.0, "message": "",
+     "bounds": "one step from any pre-state of <= 3 jobs"},
+    {"name": "fifo_order", "subject": "spec.step", "outcome": "bounded", "seconds": 6.0,
+     "message": "no counterexample in its whole planned 5 s (not confirmed)", "bounds": "one step"},
+    {"name": "termination", "subject": "spec.step", "outcome": "incomplete", "seconds": 0.0,
+     "message": "not started: the budget ran out before its turn (planned 5 s)", "bounds": "one step"},
+]
+
+
+def test_every_report_carries_per_check_calls_tried_planned_and_finished(sarif_validator):
+    report = dict(verify_report(), verdict="incomplete", checks=CHECKS, budget_to_finish=44)
+    cases = junit_cases(ci_reports.junit_xml("verify", report))
+    assert "tried 52 of 52 planned calls; finished" in cases["hypothesis:validation"].find("system-out").text
+    error = cases["hypothesis:conformance"].find("error")
+    assert error.get("type") == "incomplete" and "tried 59 of 500 planned calls" in error.get("message")
+    assert "--budget 44" in error.get("message")
+    assert cases["hypothesis:stateful"].find("error").get("type") == "incomplete"
+    log = ci_reports.sarif_log("verify", report)
+    assert_valid_sarif(sarif_validator, log)
+    run = log["runs"][0]
+    assert run["properties"]["checks"] == CHECKS and run["properties"]["verdict"] == "incomplete"
+    notes = [n["message"]["text"] for n in run["invocations"][0]["toolExecutionNotifications"]]
+    assert any("conformance: tried 59 of 500" in n and "incomplete" in n for n in notes)
+    assert not any("validation" in n for n in notes)
+
+
+def test_crosshair_contracts_are_labelled_confirmed_bounded_or_incomplete_in_every_report(sarif_validator):
+    report = dict(verify_report(contracts=CONTRACTS), verdict="incomplete")
+    cases = junit_cases(ci_reports.junit_xml("verify", report))
+    assert "confirmed: within bounds: one step from any pre-state" in cases["slot_bound"].find("system-out").text
+    assert "bounded: no counterexample in its whole planned 5 s (not confirmed)" in cases["fifo_order"].find("system-out").text
+    assert "confirmed" not in cases["fifo_order"].find("system-out").text.replace("not confirmed", "")
+    assert cases["termination"].find("error").get("type") == "incomplete"
+    log = ci_reports.sarif_log("verify", report)
+    assert_valid_sarif(sarif_validator, log)
+    run = log["runs"][0]
+    assert [c["outcome"] for c in run["properties"]["contracts"]] == ["confirmed", "bounded", "incomplete"]
+    levels = {n["message"]["text"].split(":")[0]: n["level"] for n in run["invocations"][0]["toolExecutionNotifications"]}
+    assert levels == {"crosshair slot_bound on spec.step": "note", "crosshair fifo_order on spec.step": "note",
+                      "crosshair termination on spec.step": "warning"}
 
 
 def test_prove_junit_has_one_testcase_per_claim():

@@ -55,10 +55,20 @@ def test_every_buggy_scheduler_is_caught_with_the_right_invariant(tmp_path, path
 def test_independent_correct_schedulers_pass(tmp_path, path, capsys):
     code, report = verify(tmp_path, f"{path}:schedule", "--examples", "200")
     assert code == 0, capsys.readouterr().out
-    assert report == {"verdict": "pass", "target": f"{path}:schedule", "seconds": report["seconds"], "counterexamples": []}
+    # the richer report: besides the old keys, how far every planned check got (all of them to the end)
+    checks = report["checks"]
+    assert report == {"verdict": "pass", "target": f"{path}:schedule", "seconds": report["seconds"],
+                      "counterexamples": [], "checks": checks}
+    assert [c["check"] for c in checks] == ["replay", "validation", "conformance", "deterministic", "corrupted_validation"]
+    assert all(c["finished"] and c["stopped"] == "" and c["unit"] == "calls" for c in checks), checks
+    planned = {c["check"]: c["planned"] for c in checks}
+    assert planned["conformance"] == 200 and planned["deterministic"] == 7 * 12 and planned["corrupted_validation"] == 80
+    assert all(0 < c["tried"] for c in checks if c["check"] != "replay")
 
 
 def test_our_impl_passes_including_the_stateful_test(tmp_path, capsys):
     code, report = verify(tmp_path, "impl:schedule", "--examples", "200")
     assert code == 0, capsys.readouterr().out
     assert report["verdict"] == "pass"
+    assert report["checks"][-1]["check"] == "stateful" and report["checks"][-1]["unit"] == "programs"
+    assert all(c["finished"] for c in report["checks"]), report["checks"]

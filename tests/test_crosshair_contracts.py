@@ -9,7 +9,9 @@ import importlib.util
 import os
 
 import pytest
+from dataclasses import asdict
 
+from proofs.symbolic import bridge
 from proofs.symbolic import contracts as C
 from proofs.symbolic.engine import COUNTEREXAMPLE, parse_invocation, run_crosshair
 from proofs.targets import load_callable, parse_target
@@ -70,7 +72,35 @@ def test_step_contracts_find_nothing_on_spec_and_impl():
     assert len(results) == 2 * (len(STATE_INVARIANTS) + 1)
     found = [(r.subject, r.name, r.counterexample, r.message) for r in results if r.outcome == COUNTEREXAMPLE]
     assert found == []
-    assert all(r.outcome != "confirmed" or "confirmed" in r.message for r in results)
+    # every contract ran its whole planned time: none unknown, none cut short or left unstarted
+    rows = bridge.classify([asdict(r) for r in results], planned=1.0)
+    assert [(r["subject"], r["name"]) for r in rows if r["outcome"] not in ("confirmed", "bounded")] == [], rows
+
+
+def test_outcomes_say_how_far_each_contract_got():
+    raw = [
+        {"name": "slot_bound", "subject": "spec.step", "outcome": "confirmed", "seconds": 0.5, "counterexample": None,
+         "message": "CrossHair confirmed it over every path of the bounded domain"},
+        {"name": "fifo_order", "subject": "spec.step", "outcome": "no counterexample within 5.1 s", "seconds": 5.1,
+         "counterexample": None, "message": "stopped at the wall-clock deadline with no counterexample found (not a proof)"},
+        {"name": "termination", "subject": "spec.step", "outcome": "no counterexample within 1.2 s", "seconds": 1.2,
+         "counterexample": None, "message": "stopped at the wall-clock deadline with no counterexample found (not a proof)"},
+        {"name": "reachable_shape", "subject": "spec.step", "outcome": "no counterexample within 0 s", "seconds": 0.0,
+         "counterexample": None, "message": "not started: the overall budget was spent before this contract's turn (not a proof)"},
+        {"name": "validation", "subject": "schedule", "outcome": "unknown", "seconds": 1.0, "counterexample": None,
+         "message": "CrossHair could not meet the precondition"},
+    ]
+    before = [dict(r) for r in raw]
+    rows = bridge.classify(raw, planned=4.0)
+    assert raw == before  # the caller's results are not modified
+    assert [r["outcome"] for r in rows] == ["confirmed", "bounded", "incomplete", "incomplete", "unknown"]
+    assert rows[2]["message"].startswith("cut short before its planned 4.0 s")
+    assert rows[3]["message"].startswith("not started")
+    lines = bridge.ledger(rows)
+    assert "confirmed within bounds: one step from any pre-state of <= 3 jobs" in lines[0]
+    assert "1 <= slots <= 4" in lines[0] and "pre-state built by state_from_rows" in lines[0]
+    assert "bounded: no counterexample in its whole planned 4.0 s (not confirmed)" in lines[1]
+    assert not any("confirmed" in line.replace("not confirmed", "") for line in lines[1:])
 
 
 @pytest.mark.parametrize("path", STEP_BUGS, ids=lambda p: os.path.basename(p)[:-3])
@@ -106,3 +136,8 @@ def test_correct_external_target_gets_no_counterexample():
     results = run_crosshair(target, budget_seconds=60, per_condition_seconds=2, with_check=True)
     assert [r.name for r in results] == ["validation", "validation", "validation", "check"]
     assert [r for r in results if r.outcome == COUNTEREXAMPLE] == []
+    rows = bridge.classify([asdict(r) for r in results], planned=2.0)
+    assert [r["outcome"] for r in rows if r["outcome"] not in ("confirmed", "bounded")] == [], rows
+    # the repeated-id contract exhausts its small domain: confirmed, and its ledger line says over what
+    assert rows[2]["outcome"] == "confirmed", rows[2]
+    assert "within bounds: calls of <= 3 jobs" in bridge.ledger(rows)[2]

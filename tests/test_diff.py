@@ -21,7 +21,7 @@ def diff(tmp_path, *args):
 
 
 def test_two_correct_schedulers_do_not_differ(tmp_path, capsys):
-    code, report = diff(tmp_path, f"{CORRECT / 'event_driven.py'}:schedule", f"{CORRECT / 'tick_by_tick.py'}:schedule", "--examples", "150", "--budget", "15")
+    code, report = diff(tmp_path, f"{CORRECT / 'event_driven.py'}:schedule", f"{CORRECT / 'tick_by_tick.py'}:schedule", "--examples", "150", "--budget", "30")
     assert code == 0
     assert report["verdict"] == "no difference" and report["differences"] == []
     assert capsys.readouterr().out.startswith("SAME ")
@@ -65,7 +65,7 @@ def test_base_revision_compares_the_working_tree_impl_with_a_commit(tmp_path):
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "base"], check=True)
     run = lambda: subprocess.run(  # noqa: E731
-        [sys.executable, "-m", "proofs.cli.main", "diff", "--base", "HEAD", "--seed", "0", "--examples", "100", "--budget", "12"],
+        [sys.executable, "-m", "proofs.cli.main", "diff", "--base", "HEAD", "--seed", "0", "--examples", "100", "--budget", "30"],
         cwd=repo, capture_output=True, text=True, timeout=120,
     )
     same = run()

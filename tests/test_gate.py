@@ -65,11 +65,11 @@ def test_gate_on_our_impl_with_a_base_passes(tmp_path, quick, capsys, sarif_vali
     assert code == 0, out
     reports = tmp_path / "reports"
     assert table(out) == [
-        "step               verdict  exit  detail",
-        "verify-hypothesis  pass     0     engine=hypothesis",
-        "verify-crosshair   skipped  -     --skip verify-crosshair",
-        "diff               pass     0     impl at HEAD -> working tree",
-        "prove              skipped  -     --skip prove",
+        "step               about   verdict  exit  detail",
+        "verify-hypothesis  target  pass     0     engine=hypothesis",
+        "verify-crosshair   target  skipped  -     --skip verify-crosshair",
+        "diff               target  pass     0     impl at HEAD -> working tree",
+        "prove              spec    skipped  -     --skip prove",
         f"gate: pass (exit 0); reports in {reports}",
     ]
     for step in ("verify-hypothesis", "diff"):
@@ -90,8 +90,8 @@ def test_gate_on_a_buggy_target_fails_with_valid_reports(tmp_path, quick, capsys
     code = gate([SLOT_BUG, *quick])
     out = capsys.readouterr().out
     assert code == 1, out
-    assert "verify-hypothesis  fail     1" in out and "FAIL slot_bound  engine=hypothesis" in out
-    assert "diff               skipped  -     no --base given" in out
+    assert "verify-hypothesis  target  fail     1" in out and "FAIL slot_bound  engine=hypothesis" in out
+    assert "diff               target  skipped  -     no --base given" in out
     assert not stale.exists()  # reports of earlier runs are removed
     reports = tmp_path / "reports"
     cases = check_junit(reports / "verify-hypothesis.junit.xml")
@@ -109,7 +109,7 @@ def test_a_step_that_cannot_run_is_an_error_with_reports(tmp_path, quick, capsys
     code = gate([f"{broken}:schedule", *quick])
     out = capsys.readouterr().out
     assert code == 2, out
-    assert "verify-hypothesis  error    2" in out
+    assert "verify-hypothesis  target  error    2" in out
     reports = tmp_path / "reports"
     assert not (reports / "verify-hypothesis.json").exists()
     (case,) = check_junit(reports / "verify-hypothesis.junit.xml").values()
@@ -159,8 +159,8 @@ def row(claim, status, counterexample=None):
 
 
 @pytest.mark.parametrize("rows, code, verdict", [
-    ([row("well_typed", "proved")], 0, "pass"),
-    ([row("well_typed", "proved"), row("slot_bound", "refuted", {"breaks": "slot_bound", "call": "schedule([], slots=1, continuous=True)"})], 1, "fail"),
+    ([row("well_typed", "proved")], 0, "proved"),
+    ([row("well_typed", "proved"), row("slot_bound", "refuted", {"breaks": "slot_bound", "call": "schedule([], slots=1, continuous=True)"})], 1, "refuted"),
     ([row("termination", "unknown")], 2, "unknown"),
 ])
 def test_prove_runs_as_soon_as_it_is_registered(monkeypatch, tmp_path, capsys, sarif_validator, rows, code, verdict):
@@ -168,7 +168,8 @@ def test_prove_runs_as_soon_as_it_is_registered(monkeypatch, tmp_path, capsys, s
     out_dir = tmp_path / "reports"
     assert gate(["--skip", "verify", "--out", str(out_dir), "--no-seconds"]) == code
     out = capsys.readouterr().out
-    assert f"prove              {verdict}" in out and "schedcheck prove --budget 60 --json" in out
+    assert f"prove              spec    {verdict}" in out and "schedcheck prove --budget 60 --json" in out
+    assert "prove              spec    pass" not in out  # a claim about the spec is no verdict on the target
     log = check_sarif(sarif_validator, out_dir / "prove.sarif")
     assert [r["ruleId"] for r in log["runs"][0]["results"]] == [r["claim"] for r in rows if r["status"] == "refuted"]
     assert set(check_junit(out_dir / "prove.junit.xml")) == {r["claim"] for r in rows}
@@ -178,7 +179,7 @@ def test_prove_missing_from_the_build_is_skipped_with_a_line(monkeypatch, tmp_pa
     args = cli.build_parser().parse_args(["gate", "--skip", "verify", "--out", str(tmp_path / "reports"), "--no-seconds"])
     args.command_names = tuple(name for name in args.command_names if name != "prove")
     assert args.handler(args) == 0
-    assert "prove              skipped  -     `schedcheck prove` is not in this build" in capsys.readouterr().out
+    assert "prove              spec    skipped  -     `schedcheck prove` is not in this build" in capsys.readouterr().out
 
 
 def test_one_exit_code():
@@ -186,3 +187,35 @@ def test_one_exit_code():
     assert gate_command.combined_exit_code([0, 1, 2]) == 1  # a finding outranks an unknown, as in prove
     assert gate_command.combined_exit_code([0, 2, None]) == 2
     assert gate_command.combined_exit_code([None, None]) == 0
+
+
+def test_a_missing_engine_is_skipped_and_not_run(monkeypatch, tmp_path, capsys):
+    ran = []
+
+    def run_cli(argv):
+        ran.append(argv)
+        return 0
+
+    monkeypatch.setattr(gate_command, "available_engines", lambda: (["hypothesis"], ["crosshair"]))
+    args = cli.build_parser().parse_args(["gate", "--out", str(tmp_path / "reports"), "--no-seconds", "--skip", "prove"])
+    args.run_cli = run_cli
+    args.handler(args)
+    out = capsys.readouterr().out
+    assert "verify-crosshair   target  skipped  -     crosshair is not installed" in out
+    assert [argv[argv.index("--engine") + 1] for argv in ran if argv[0] == "verify"] == ["hypothesis"]
+    assert "== verify-crosshair" not in out
+
+
+def test_a_gate_on_our_impl_shows_no_pass_resting_on_contracts_that_did_not_run(tmp_path, capsys):
+    # 10 s cannot run the 17 contracts of our impl for their planned time: that is incomplete, not a pass
+    code = gate(["--budget", "10", "--out", str(tmp_path / "reports"), "--no-seconds",
+                 "--skip", "verify-hypothesis", "--skip", "prove"])
+    out = capsys.readouterr().out
+    assert code == 2, out
+    assert "verify-crosshair   target  incomplete  2" in out, out
+    assert "gate: incomplete (exit 2)" in out
+    report = json.loads((tmp_path / "reports" / "verify-crosshair.json").read_text())
+    assert report["verdict"] == "incomplete"
+    assert any(c["outcome"] == "incomplete" for c in report["contracts"])
+    rows = [line for line in table(out) if line.startswith(("verify", "diff", "prove"))]
+    assert not any(line.split()[2] == "pass" for line in rows)

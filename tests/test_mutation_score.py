@@ -68,3 +68,22 @@ def test_the_killer_kills_a_hand_made_mutant(tmp_path, name):
     run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 1, f"the mutant {name} survived:\n{run.stdout}{run.stderr}"
     assert run.stdout.startswith("FAIL "), run.stdout
+
+
+def test_a_harness_error_is_not_a_kill(tmp_path):
+    from proofs.cli.mutation import HARNESS_ERROR, harness_errors, killer_source, reclassify, score
+
+    errors = tmp_path / "harness-errors.txt"
+    killer = tmp_path / "test_killer.py"
+    killer.write_text(killer_source(-1, 0, 10, str(errors)))  # --budget -1: verify exits 2 before any search
+    env = dict(os.environ, PYTHONPATH=ROOT, MUTANT_UNDER_TEST="impl.scheduler.x_step__mutmut_7")
+    run = subprocess.run([sys.executable, "-m", "pytest", str(killer), "-q", "-p", "no:cacheprovider"],
+                         cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr  # the test does not fail, so mutmut does not count a kill
+    assert harness_errors(str(errors)) == {"impl.scheduler.x_step__mutmut_7"}
+    statuses = {"killed": ["a", "impl.scheduler.x_step__mutmut_7"], "survived": ["b"]}
+    moved = reclassify(statuses, harness_errors(str(errors)))
+    assert moved == {"killed": ["a"], "survived": ["b"], HARNESS_ERROR: ["impl.scheduler.x_step__mutmut_7"]}
+    assert statuses["killed"] == ["a", "impl.scheduler.x_step__mutmut_7"]  # the caller's dict is not modified
+    assert score(len(moved["killed"]), len(moved["survived"]), 0) == 50.0
+    assert harness_errors(str(tmp_path / "absent.txt")) == set()

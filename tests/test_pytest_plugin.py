@@ -65,6 +65,17 @@ def test_a_correct_scheduler_passes_every_item(tmp_path):
     assert f"{len(NAMES)} passed" in run.stdout
 
 
+def test_a_run_cut_short_by_its_budget_passes_no_item(tmp_path):
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time\nimport impl\n\n\ndef schedule(jobs, slots, continuous):\n"
+                    "    time.sleep(0.05)\n    return impl.schedule(jobs, slots, continuous)\n")
+    run = run_pytest(tmp_path, "--schedcheck", f"{slow}:schedule", "--schedcheck-seed", "0",
+                     "--schedcheck-budget", "3")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert set(outcomes(run.stdout).values()) == {"FAILED"}
+    assert "incomplete (never a pass); --schedcheck-budget" in run.stdout and "conformance: tried" in run.stdout
+
+
 def test_items_can_be_selected_and_sit_beside_the_suites_own_tests(tmp_path):
     (tmp_path / "test_own.py").write_text("def test_own():\n    assert True\n")
     target = f"{CORPUS / 'buggy' / 'admits_one_too_many.py'}:schedule"

@@ -59,6 +59,11 @@ def test_a_target_whose_import_crashes_is_reported_not_raised(tmp_path):
     assert "died while importing" in run.stderr and "exit code 7" in run.stderr
 
 
+def counterexample_part(out: str) -> str:
+    """The counterexample reports of a verify run's output, without the per-check lines and the summary."""
+    return out.split("\n\nhypothesis  ")[0].split("\n\nFAIL ")[0]
+
+
 def test_failing_run_prints_the_report_and_writes_json(tmp_path, isolated, capsys):
     report = tmp_path / "report.json"
     code = main(["verify", SLOT_BUG, "--json", str(report), *isolated])
@@ -70,8 +75,10 @@ def test_failing_run_prints_the_report_and_writes_json(tmp_path, isolated, capsy
     assert any(line.startswith("expected slot0") for line in lines)
     assert any(line.startswith("         slot1") for line in lines)  # the actual schedule uses a second slot
     data = json.loads(report.read_text())
-    assert set(data) == {"verdict", "target", "seconds", "counterexamples"}
+    assert set(data) == {"verdict", "target", "seconds", "counterexamples", "checks"}
     assert data["verdict"] == "fail" and data["target"] == SLOT_BUG
+    stopped = [c for c in data["checks"] if not c["finished"]]
+    assert stopped and all(c["stopped"] == "counterexample" for c in stopped)  # the first find ended them
     (cex,) = data["counterexamples"]
     assert set(cex) >= {"property", "engine", "input", "input_repr", "message"}
     assert cex["property"] == "slot_bound" and cex["engine"] == "hypothesis"
@@ -94,7 +101,9 @@ def test_counterexamples_are_saved_and_replayed_first(tmp_path, isolated, capsys
     assert len(saved) == 1
     first_report = capsys.readouterr().out
     assert main(["verify", SLOT_BUG, *isolated, "--examples", "1"]) == 1
-    assert capsys.readouterr().out == first_report
+    again = capsys.readouterr().out
+    assert counterexample_part(again) == counterexample_part(first_report)
+    assert "hypothesis  replay                      1 of 1      calls     not finished (counterexample)" in again
 
 
 def test_replay_prints_the_same_report_and_writes_a_regression_test(tmp_path, isolated, capsys):
@@ -104,7 +113,7 @@ def test_replay_prints_the_same_report_and_writes_a_regression_test(tmp_path, is
     regression = tmp_path / "test_regression.py"
     assert main(["replay", str(saved), "--pytest", str(regression)]) == 1
     replay_out = capsys.readouterr().out
-    assert replay_out.strip() == verify_out.split("\n\nFAIL ")[0].strip()
+    assert replay_out.strip() == counterexample_part(verify_out).strip()
     # the fixed scheduler passes the replay, and so the generated test
     assert main(["replay", str(saved), "impl:schedule"]) == 0
     assert "no longer fails" in capsys.readouterr().out

@@ -118,14 +118,17 @@ def _compare(old: Target, new: Target, args, started: float, model) -> int:
         line = f"SAME {old.text} and {new.text}: no difference in {search.calls_tried} calls"
         if symbolic_seconds:
             line += f", nor in {symbolic_seconds:.0f} s of CrossHair diffbehavior"
-        if search.unfinished:
-            line += f" (the budget ran out during {', '.join(search.unfinished)})"
+        if search.unfinished:  # nothing differed in what ran, but not everything planned ran: never a pass
+            line = f"INCOMPLETE {line} (the budget ran out during {', '.join(search.unfinished)}; incomplete is not a pass)"
         print(line)
     else:
         print("\n".join(format_difference(found, model)))
     if args.json or args.junit or args.sarif:
-        report = _write_json(args.json, old.text, new.text, time.monotonic() - started, found, model)
+        report = _write_json(args.json, old.text, new.text, time.monotonic() - started, found, model,
+                             unfinished=search.unfinished if found is None else ())
         ci_reports.write_outputs(args, "diff", report, new.text)
+    if found is None and search.unfinished:
+        return 2
     return 0 if found is None or found.classification == "fix" else 1
 
 
@@ -151,7 +154,8 @@ def format_difference(found: Difference, model=None) -> list[str]:
 
 
 
-def _write_json(path: str | None, old: str, new: str, seconds: float, found: Difference | None, model=None) -> dict:
+def _write_json(path: str | None, old: str, new: str, seconds: float, found: Difference | None,
+                model=None, unfinished=()) -> dict:
     model = model or models.get()
     differences = []
     if found is not None:
@@ -165,7 +169,7 @@ def _write_json(path: str | None, old: str, new: str, seconds: float, found: Dif
             "new": {"behaviour": found.new.describe(), "broken": found.new.broken},
         })
     report = {
-        "verdict": "no difference" if found is None else found.classification,
+        "verdict": ("incomplete" if unfinished else "no difference") if found is None else found.classification,
         "old": old,
         "new": new,
         "seconds": round(seconds, 3),
@@ -173,6 +177,8 @@ def _write_json(path: str | None, old: str, new: str, seconds: float, found: Dif
     }
     if model.name != models.DEFAULT:
         report |= {"model": model.name, "policy": model.policy}
+    if unfinished:
+        report["unfinished"] = list(unfinished)
     if path:
         with open(path, "w") as handle:
             json.dump(report, handle, indent=2)

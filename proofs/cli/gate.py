@@ -12,7 +12,12 @@ only the first), ``diff --base GITREV`` when ``--base`` is given, and
 Bounds: ``--budget`` is handed to each step (verify's and diff's whole-run bound,
 prove's per-claim bound), so the gate takes about one budget per step plus the
 overrun each step documents.  A step that cannot run (exit 2, an exception) is an
-error, never a pass; a step this build does not have is skipped, and says so.
+error, never a pass; a step this build does not have is skipped, says so, and does
+not run.  Each row says what its verdict is about: ``target`` (verify, diff: the
+target's code) or ``spec`` (prove: the Z3 claims are about the spec, whatever the
+target, so its row reads ``spec proved``, never ``pass``).  A verify row carries the
+step's own verdict word, so a run whose checks or contracts did not all finish is
+``incomplete``, never ``pass``.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import sys
 import time
 from typing import NamedTuple
 
+from proofs.outcomes import INCOMPLETE, UNKNOWN, combine
 from proofs.report import ci as ci_reports
 from proofs.cli.verify import ENGINES
 from proofs.targets import DEFAULT_TARGET, TargetError, parse_target
@@ -49,21 +55,25 @@ EPILOG = """steps, in order:
 reports, in --out: STEP.json, STEP.junit.xml, STEP.sarif and STEP.log for each step
 that ran, and gate.json with the summary.
 
+rows: about=target for verify and diff (the target's code), about=spec for prove
+(verdict proved or refuted: claims about the spec, the same whatever the target).
+
 exit codes:
-  0  every step passed (skipped steps do not count)
+  0  every step passed or the spec proved (skipped steps do not count)
   1  a step found a counterexample, a regression, or a refuted claim
-  2  usage error, or a step could not run or ended unknown (and none found a failure)"""
+  2  usage error, or a step could not run or ended incomplete or unknown (and none found a failure)"""
 
 
 class Step(NamedTuple):
     """One row of the summary."""
 
     name: str
-    verdict: str  # pass, fail, error, unknown or skipped
+    verdict: str  # pass, fail, incomplete, unknown, error or skipped; proved or refuted for the spec
     exit_code: int | None
     detail: str
     reports: tuple[str, ...]
     seconds: float
+    about: str = "target"  # what the verdict is about: "target" (its code) or "spec" (prove)
 
 
 def add_parsers(commands, *, run_cli, command_names) -> None:
@@ -151,7 +161,8 @@ def run_gate(args: argparse.Namespace) -> int:
         name = f"verify-{engine}"
         if engine in missing:
             steps.append(Step(name, "skipped", None, f"{ENGINE_PACKAGES.get(engine, engine)} is not installed", (), 0.0))
-        elif "verify" in args.skip or name in args.skip:
+            continue
+        if "verify" in args.skip or name in args.skip:
             steps.append(Step(name, "skipped", None, f"--skip {name if name in args.skip else 'verify'}", (), 0.0))
             continue
         argv = ["verify", args.target, "--engine", engine, "--all", "--budget", f"{args.budget:g}", "--save-dir", save_dir]
@@ -165,17 +176,20 @@ def run_gate(args: argparse.Namespace) -> int:
         argv = ["diff", "--base", args.base, "--budget", f"{args.budget:g}", *_common(args)]
         steps.append(_run_step(args.run_cli, "diff", "diff", argv, out, args.target, save_dir, f"impl at {args.base} -> working tree"))
     if "prove" in args.skip:
-        steps.append(Step("prove", "skipped", None, "--skip prove", (), 0.0))
+        steps.append(Step("prove", "skipped", None, "--skip prove", (), 0.0, "spec"))
     elif "prove" not in commands:
-        steps.append(Step("prove", "skipped", None, "`schedcheck prove` is not in this build", (), 0.0))
+        steps.append(Step("prove", "skipped", None, "`schedcheck prove` is not in this build", (), 0.0, "spec"))
     else:
         argv = ["prove", "--budget", f"{args.budget:g}"]
-        steps.append(_run_step(args.run_cli, "prove", "prove", argv, out, "spec", save_dir, "Z3 claims about the spec"))
+        step = _run_step(args.run_cli, "prove", "prove", argv, out, "spec", save_dir, "Z3 claims about the spec")
+        spec_verdict = {"pass": "proved", "fail": "refuted"}.get(step.verdict, step.verdict)
+        steps.append(step._replace(verdict=spec_verdict, about="spec"))
 
     code = combined_exit_code([s.exit_code for s in steps])
     table = summary(steps, seconds=not args.no_seconds)
     print("\n".join(table))
-    verdict = {0: "pass", 1: "fail"}.get(code, "error")
+    verdict = {0: "pass", 1: "fail"}.get(code) or combine(
+        {"proved": "pass", "refuted": "fail"}.get(s.verdict, s.verdict) for s in steps if s.exit_code not in (None, 0))
     print(f"gate: {verdict} (exit {code}); reports in {out}")
     _write_summary(out, args.target, args.base, verdict, code, steps)
     return code
@@ -247,8 +261,10 @@ def _run_step(run_cli, name: str, kind: str, argv: list[str], out: str, target: 
         with open(sarif_path, "w", encoding="utf-8") as handle:
             handle.write(ci_reports.sarif_text(ci_reports.error_sarif(kind, target, message, category=name)))
     verdict = {0: "pass", 1: "fail"}.get(code, "error")
-    if code == 2 and report is not None:  # it ran, and something ended unknown
-        verdict = "unknown"
+    if code == 2 and report is not None:  # it ran, and something ended incomplete or unknown
+        verdict = report.get("verdict") if report.get("verdict") in (INCOMPLETE, UNKNOWN) else UNKNOWN
+    if kind == "verify" and code == 0 and report is not None and report.get("verdict") != "pass":
+        verdict, code = UNKNOWN, 2  # exit 0 with a report that is not a pass: not a pass either
     reports = tuple(p for p in (json_path, junit_path, sarif_path, log_path) if os.path.isfile(p))
     return Step(name, verdict, code, detail, reports, seconds)
 
@@ -265,9 +281,9 @@ def combined_exit_code(codes: list[int | None]) -> int:
 
 def summary(steps: list[Step], seconds: bool = True) -> list[str]:
     """The summary table: one row per step in the fixed order verify (each engine), diff, prove; seconds last."""
-    header = ["step", "verdict", "exit", "detail"] + (["seconds"] if seconds else [])
+    header = ["step", "about", "verdict", "exit", "detail"] + (["seconds"] if seconds else [])
     rows = [
-        [s.name, s.verdict, "-" if s.exit_code is None else str(s.exit_code), s.detail]
+        [s.name, s.about, s.verdict, "-" if s.exit_code is None else str(s.exit_code), s.detail]
         + ([f"{s.seconds:.1f}"] if seconds else [])
         for s in steps
     ]
@@ -282,7 +298,7 @@ def _write_summary(out: str, target: str, base: str | None, verdict: str, code: 
         "target": target,
         "base": base,
         "steps": [
-            {"step": s.name, "verdict": s.verdict, "exit_code": s.exit_code, "detail": s.detail,
+            {"step": s.name, "about": s.about, "verdict": s.verdict, "exit_code": s.exit_code, "detail": s.detail,
              "reports": [os.path.basename(p) for p in s.reports], "seconds": round(s.seconds, 3)}
             for s in steps
         ],

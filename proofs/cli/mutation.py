@@ -13,6 +13,11 @@ process of verify is forked, so it inherits the mutant mutmut switched on.
 
 Bounds: each mutant costs one verify run of ``--budget`` seconds at most, plus the
 tests; mutmut's own timeout classifies a mutant that hangs the killer as timed out.
+
+Only a verify ``fail`` (exit 1) kills a mutant.  A verify run that ends with exit 2
+(an error of the harness, an incomplete or unknown run) is not a kill: the killer
+writes the mutant's name to ``harness-errors.txt`` in the scratch folder, and the
+mutant is reported as ``harness error``, outside the score.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import sys
 import tempfile
 
 RESULTS = os.path.join(".schedcheck", "mutation.json")
+HARNESS_ERRORS = "harness-errors.txt"  # in the scratch folder: mutants on which verify could not decide
+HARNESS_ERROR = "harness error"
 FAST_TESTS = ("tests/test_validation.py", "tests/test_online_scheduler.py")
 KILLER = '''"""Written by schedcheck mutation-score: the harness as the killer of a mutant of impl/."""
 
@@ -54,7 +61,10 @@ def test_verify_kills_the_mutant(tmp_path):
                "--seed", "{seed}", "--db", "none", "--examples", "{examples}", "--save-dir", str(tmp_path)]
     run = subprocess.run(command, cwd=os.getcwd(), capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=os.getcwd()))
-    assert run.returncode == 0, run.stdout + run.stderr
+    if run.returncode not in (0, 1):  # verify could not decide: not a kill, whatever mutmut records
+        with open({errors!r}, "a") as handle:
+            handle.write(os.environ.get("MUTANT_UNDER_TEST", "") + "\\n")
+    assert run.returncode != 1, run.stdout + run.stderr
 '''
 
 
@@ -82,13 +92,40 @@ def _prepare(root: str, work: str, args: argparse.Namespace) -> None:
     for name in ("conftest.py",) + tuple(os.path.basename(t) for t in FAST_TESTS):
         shutil.copy(os.path.join(root, "tests", name), os.path.join(work, "tests", name))
     with open(os.path.join(work, "tests", "test_mutation_killer.py"), "w") as handle:
-        handle.write(KILLER.format(budget=args.budget, seed=args.seed, examples=args.examples))
+        handle.write(killer_source(args.budget, args.seed, args.examples, os.path.join(work, HARNESS_ERRORS)))
     tests = ["tests/test_mutation_killer.py", *FAST_TESTS]
     with open(os.path.join(work, "setup.cfg"), "w") as handle:
         handle.write("[mutmut]\nsource_paths=impl/\n")
         handle.write("pytest_add_cli_args_test_selection=\n" + "".join(f"    {t}\n" for t in tests))
         handle.write("pytest_add_cli_args=\n    -p\n    no:cacheprovider\n    -p\n    no:xdist\n")
         handle.write("also_copy=\n    spec/\n    proofs/\n    tests/\n")
+
+
+def killer_source(budget, seed, examples, errors: str) -> str:
+    """The killer test's source: verify kills a mutant only with exit 1; exit 2 is recorded in ``errors``."""
+    return KILLER.format(budget=budget, seed=seed, examples=examples, errors=errors)
+
+
+def harness_errors(path: str) -> set[str]:
+    """The mutants the killer recorded in ``path`` as harness errors (none when the file is absent)."""
+    try:
+        with open(path) as handle:
+            return {line.strip() for line in handle if line.strip()}
+    except FileNotFoundError:
+        return set()
+
+
+def reclassify(statuses: dict[str, list[str]], errors: set[str]) -> dict[str, list[str]]:
+    """``statuses`` with every mutant in ``errors`` moved to ``harness error`` (a new dict; never a kill)."""
+    moved: dict[str, list[str]] = {}
+    for status, names in statuses.items():
+        kept = [name for name in names if name not in errors]
+        if kept:
+            moved[status] = kept
+        moved.setdefault(HARNESS_ERROR, []).extend(name for name in names if name in errors)
+    if not moved.get(HARNESS_ERROR):
+        moved.pop(HARNESS_ERROR, None)
+    return moved
 
 
 def _mutmut(work: str, *arguments: str) -> subprocess.CompletedProcess:
@@ -127,7 +164,7 @@ def run_mutation_score(args: argparse.Namespace) -> int:
         run = ["run"] + ([f"--max-children={args.max_children}"] if args.max_children else [])
         ran = _mutmut(work, *run)
         listed = _mutmut(work, "results", "--all", "true")
-        statuses = parse_results(listed.stdout)
+        statuses = reclassify(parse_results(listed.stdout), harness_errors(os.path.join(work, HARNESS_ERRORS)))
         if not statuses:
             print(ran.stdout[-3000:] + ran.stderr[-3000:], file=sys.stderr)
             print("schedcheck: error: mutmut produced no results", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -13,7 +14,8 @@ from proofs import models
 from proofs.report import ci as ci_reports
 from proofs.counterexample import Counterexample, load, save
 from proofs.sandbox import InProcessTarget, TargetProcess
-from proofs.symbolic.bridge import ledger
+from proofs.outcomes import FAIL, INCOMPLETE, PASS, UNKNOWN, exit_code
+from proofs.symbolic.bridge import OUTCOMES, ledger
 from proofs.report.text import format_counterexample, summary_line
 from proofs.targets import TargetError, parse_target
 
@@ -149,7 +151,7 @@ def run_verify(args: argparse.Namespace) -> int:
     # --engine all: Hypothesis has the first half of the budget, CrossHair the rest
     hypothesis_deadline = started + args.budget / 2 if args.engine == "all" else deadline
     progress = Progress(hypothesis_deadline)
-    found, calls, unfinished, contracts = [], 0, [], []
+    found, calls, unfinished, contracts, checks = [], 0, [], [], None
     try:
         isolated = args.backend == "hypothesis"
         with (TargetProcess(target, call_seconds=args.call_timeout, shape=model.shape) if isolated
@@ -174,14 +176,14 @@ def run_verify(args: argparse.Namespace) -> int:
                             call_seconds=args.call_timeout, **options,
                         )
                         found += merged.found
-                        calls, unfinished = merged.calls, merged.unfinished
+                        calls, unfinished, checks = merged.calls, merged.unfinished, list(merged.checks)
                     else:
                         search = Search(
                             process, hypothesis_deadline, find_all=args.all, database=database,
                             saved_dir=args.save_dir, progress=progress, backend=args.backend, model=model, **options,
                         )
                         found += [(f.counterexample, f.actual) for f in search.run(stateful=ours)]
-                        calls, unfinished = search.calls_tried, search.unfinished
+                        calls, unfinished, checks = search.calls_tried, search.unfinished, list(search.checks)
                 if args.engine in ("crosshair", "all") and (args.all or not found):
                     from proofs.symbolic.bridge import run_contracts, to_counterexamples
                     from proofs.search.engine import Search
@@ -195,8 +197,9 @@ def run_verify(args: argparse.Namespace) -> int:
         return _fail_usage(str(error))
     progress.clear()
 
-    unknown = [c for c in contracts if c["outcome"] == "unknown"]
-    verdict = "fail" if found else "error" if unknown else "pass"
+    from proofs.search.engine import budget_to_finish, cut_short
+
+    verdict = run_verdict(found, checks or [], contracts)
     for cex, actual in found:
         save(cex, target.text, args.save_dir)  # saved before it is reported
     if contracts:
@@ -205,24 +208,65 @@ def run_verify(args: argparse.Namespace) -> int:
     for cex, actual in found:
         print("\n".join(format_counterexample(cex, actual)))
         print()
+    if checks:  # after the counterexamples: a report's first line is the invariant and the engine
+        print("\n".join(check_lines(checks)))
+        print()
     line = summary_line(verdict, target.text, len(found), calls)
     if contracts:
-        outcomes = sorted({c["outcome"].split(" within")[0] for c in contracts})
-        line += f"; crosshair: {len(contracts)} contracts ({', '.join(outcomes)})"
+        counts = {o: sum(c["outcome"] == o for c in contracts) for o in OUTCOMES}
+        line += f"; crosshair: {len(contracts)} contracts (" + ", ".join(
+            f"{n} {o}" for o, n in counts.items() if n) + ")"
+    unknown = [c for c in contracts if c["outcome"] == "unknown"]
     if unknown and not found:
         line += f": CrossHair could not check {len(unknown)} contracts (unknown is not a pass)"
-    if unfinished and verdict == "pass":
-        line += f" (the budget ran out before {', '.join(sorted(set(unfinished)))} finished)"
+    short = cut_short(checks or [])
+    waiting = [c for c in contracts if c["outcome"] == "incomplete"]
+    needed = None
+    if verdict == "incomplete":
+        if short:
+            line += "; the budget ran out before " + ", ".join(
+                f"{a.check} ({a.tried} of {a.planned} {a.unit})" for a in short) + " finished"
+            needed = budget_to_finish(checks, args.budget, share=0.5 if args.engine == "all" else 1.0)
+        if waiting:
+            line += f"; {len(waiting)} CrossHair contracts did not run their planned time"
+            ran = max(1, len(contracts) - len(waiting))  # the budget ran these: scale it to run them all
+            needed = max(needed or 0, math.ceil(1.25 * args.budget * len(contracts) / ran))
+        if needed:
+            line += f"; --budget {needed} would finish it (estimated from the measured rate)"
+        line += " (incomplete is not a pass)"
     print(line)
     if args.json or args.junit or args.sarif:
         report = _write_json(args.json, verdict, target.text, time.monotonic() - started, [cex for cex, _ in found],
-                             contracts, model)
+                             contracts, checks, needed, model)
         ci_reports.write_outputs(args, "verify", report, target.text)
-    return 1 if found else 2 if unknown else 0
+    return exit_code(verdict)
+
+
+def run_verdict(found, checks, contracts) -> str:
+    """The verdict of a verify run: fail on a counterexample; unknown when a contract is unknown;
+    incomplete when a planned check or contract did not finish; else pass."""
+    from proofs.search.engine import cut_short
+
+    if found:
+        return FAIL
+    if any(c["outcome"] == "unknown" for c in contracts):
+        return UNKNOWN
+    if cut_short(checks) or any(c["outcome"] == "incomplete" for c in contracts):
+        return INCOMPLETE
+    return PASS
+
+
+def check_lines(checks) -> list[str]:
+    """One line per check of the Hypothesis engine: calls tried, calls planned, finished or why not."""
+    lines = []
+    for account in checks:
+        state = "finished" if account.finished else f"not finished ({account.stopped or 'stopped'})"
+        lines.append(f"hypothesis  {account.check:22} {account.tried:>6} of {account.planned:<6} {account.unit:9} {state}")
+    return lines
 
 
 def _write_json(path: str | None, verdict: str, target: str, seconds: float, counterexamples, contracts=(),
-                model=None) -> dict:
+                checks=None, budget_to_finish=None, model=None) -> dict:
     report = {
         "verdict": verdict,
         "target": target,
@@ -231,10 +275,13 @@ def _write_json(path: str | None, verdict: str, target: str, seconds: float, cou
     }
     if model is not None and model.name != models.DEFAULT:
         report |= {"model": model.name, "policy": model.policy}
+    if checks is not None:
+        report["checks"] = [account.to_json() for account in checks]
+    if budget_to_finish is not None:
+        report["budget_to_finish"] = budget_to_finish
     if contracts:
-        report["contracts"] = [
-            {key: c[key] for key in ("name", "subject", "outcome", "seconds", "message")} for c in contracts
-        ]
+        keys = ("name", "subject", "outcome", "seconds", "planned_seconds", "bounds", "engine_outcome", "message")
+        report["contracts"] = [{key: c[key] for key in keys if key in c} for c in contracts]
     if path:
         with open(path, "w") as handle:
             json.dump(report, handle, indent=2)

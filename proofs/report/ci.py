@@ -118,36 +118,67 @@ def _verify_cases(report: dict, target: str, save_dir: str) -> list[dict]:
     by_name: dict[str, list[dict]] = {}
     for cex in report.get("counterexamples", []):
         by_name.setdefault(cex.get("property", ""), []).append(cex)
-    unknown: dict[str, list[dict]] = {}
-    for contract in report.get("contracts", []):  # CrossHair's ledger: unknown is never a pass
-        if contract.get("outcome") == "unknown":
-            unknown.setdefault(contract.get("name", ""), []).append(contract)
+    contracts: dict[str, list[dict]] = {}
+    for contract in report.get("contracts", []):  # CrossHair's ledger
+        contracts.setdefault(contract.get("name", ""), []).append(contract)
     names = [row[0] for row in _registry(report.get("model"), report.get("policy"))]
-    names += sorted(n for n in set(by_name) | set(unknown) if n not in names)  # never lose a finding
+    names += sorted(n for n in set(by_name) | set(contracts) if n not in names)  # never lose a finding
     blocked = SIGNATURE in by_name  # nothing else was checked
     cases = []
     for name in names:
         found = by_name.get(name, [])
-        if not found and unknown.get(name):
-            text = "\n".join(
-                f"crosshair  {name}  {c.get('subject')}: unknown: {c.get('message')}" for c in unknown[name]
-            )
-            cases.append({"name": name, "outcome": "error", "type": "unknown",
-                          "message": f"{name}: CrossHair could not check {len(unknown[name])} contract(s); unknown is never a pass",
-                          "text": text})
-        elif found:
+        mine = contracts.get(name, [])
+        unknown = [c for c in mine if c.get("outcome") == "unknown"]
+        waiting = [c for c in mine if c.get("outcome") == "incomplete"]
+        if found:
             first = found[0]
             cases.append({
                 "name": name, "outcome": "failure", "type": "counterexample",
                 "message": f"{name} broken by {first.get('input_repr')}"[:500],
                 "text": "\n\n".join(counterexample_text(c, target, save_dir) for c in found),
             })
+        elif unknown:
+            cases.append({"name": name, "outcome": "error", "type": "unknown",
+                          "message": f"{name}: CrossHair could not check {len(unknown)} contract(s); unknown is never a pass",
+                          "text": _contract_text(mine)})
+        elif waiting:
+            cases.append({"name": name, "outcome": "error", "type": "incomplete",
+                          "message": f"{name}: {len(waiting)} CrossHair contract(s) did not run their planned time; "
+                                     "incomplete is never a pass",
+                          "text": _contract_text(mine)})
         elif blocked:
             cases.append({"name": name, "outcome": "skipped",
                           "message": "not checked: the target cannot be called as schedule(jobs, slots, continuous)"})
         else:
-            cases.append({"name": name, "outcome": "passed"})
+            case = {"name": name, "outcome": "passed"}
+            if mine:  # confirmed within its bounds, or bounded (searched its planned time): say which
+                case["text"] = _contract_text(mine)
+            cases.append(case)
+    for account in report.get("checks", []):  # the Hypothesis engine's checks: how far each got
+        name = f"hypothesis:{account.get('check')}"
+        tried = f"tried {account.get('tried')} of {account.get('planned')} planned {account.get('unit', 'calls')}"
+        if account.get("finished"):
+            cases.append({"name": name, "outcome": "passed", "text": f"{tried}; finished"})
+        elif account.get("stopped") == "counterexample":
+            cases.append({"name": name, "outcome": "skipped",
+                          "message": f"{tried}; stopped at the first counterexample (run with --all to go on)"})
+        else:
+            budget = report.get("budget_to_finish")
+            hint = f"; --budget {budget} would finish it (estimated)" if budget else ""
+            cases.append({"name": name, "outcome": "error", "type": "incomplete",
+                          "message": f"{account.get('check')}: {tried}; not finished ({account.get('stopped')}){hint}; "
+                                     "incomplete is never a pass",
+                          "text": f"{tried}; not finished ({account.get('stopped')}){hint}"})
     return cases
+
+
+def _contract_text(contracts: list[dict]) -> str:
+    lines = []
+    for c in contracts:
+        outcome = c.get("outcome")
+        detail = f"within bounds: {c.get('bounds')}" if outcome == "confirmed" else str(c.get("message", ""))
+        lines.append(f"crosshair  {c.get('name')}  {c.get('subject')}: {outcome}: {detail}")
+    return "\n".join(lines)
 
 
 def _prove_cases(report: dict) -> list[dict]:
@@ -221,6 +252,10 @@ def _diff_cases(report: dict) -> list[dict]:
                 message = f"{classification}: new breaks {', '.join(broken)} on {difference.get('input_repr')}"
             cases.append({"name": name, "outcome": "failure", "type": classification,
                           "message": message[:500], "text": _diff_text(report, difference)})
+    if not cases and report.get("unfinished"):  # nothing differed in what ran, but not all of it ran
+        cases.append({"name": "no_difference", "outcome": "error", "type": "incomplete",
+                      "message": f"the budget ran out during {', '.join(report['unfinished'])}; incomplete is never a pass",
+                      "text": f"unfinished: {', '.join(report['unfinished'])}"})
     if not cases:
         cases.append({"name": "no_difference", "outcome": "passed"})
     return cases
@@ -287,6 +322,8 @@ def _junit_document(kind: str, title: str, cases: list[dict], seconds, propertie
             child.text = _xml_safe(case.get("text", ""))
         elif case["outcome"] == "skipped":
             ET.SubElement(element, "skipped", {"message": _xml_safe(case["message"])})
+        if case["outcome"] != "failure" and case["outcome"] != "error" and case.get("text"):
+            ET.SubElement(element, "system-out").text = _xml_safe(case["text"])
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
@@ -558,13 +595,24 @@ def error_sarif(kind: str, target_text: str | None, message: str, category: str 
 
 def _invocation(kind: str, report: dict) -> dict:
     invocation: dict = {"executionSuccessful": True}
-    unknown_contracts = [c for c in report.get("contracts", []) if c.get("outcome") == "unknown"]
-    if kind == "verify" and unknown_contracts:
-        invocation["toolExecutionNotifications"] = [
-            {"level": "warning",
-             "message": {"text": f"crosshair {c.get('name')} on {c.get('subject')}: unknown (never a pass): {c.get('message')}"}}
-            for c in unknown_contracts
-        ]
+    if kind == "verify":
+        notes = []
+        for c in report.get("contracts", []):
+            outcome = c.get("outcome")
+            where = f"crosshair {c.get('name')} on {c.get('subject')}"
+            if outcome in ("unknown", "incomplete"):
+                notes.append({"level": "warning", "message": {"text": f"{where}: {outcome} (never a pass): {c.get('message')}"}})
+            elif outcome == "bounded":
+                notes.append({"level": "note", "message": {"text": f"{where}: bounded, not confirmed: {c.get('message')}"}})
+            elif outcome == "confirmed":
+                notes.append({"level": "note", "message": {"text": f"{where}: confirmed within bounds: {c.get('bounds')}"}})
+        for a in report.get("checks", []):
+            if not a.get("finished") and a.get("stopped") != "counterexample":
+                notes.append({"level": "warning", "message": {"text": (
+                    f"hypothesis {a.get('check')}: tried {a.get('tried')} of {a.get('planned')} planned "
+                    f"{a.get('unit', 'calls')}, not finished ({a.get('stopped')}): incomplete (never a pass)")}})
+        if notes:
+            invocation["toolExecutionNotifications"] = notes
     if kind == "prove":
         unknown = [row for row in report.get("results", []) if row.get("status") not in ("proved", "refuted")]
         if unknown:
@@ -582,6 +630,13 @@ def _sarif_run(kind: str, rules: list, results: list, invocation: dict, report: 
     target = report.get("target") or (f"{report.get('old')} -> {report.get('new')}" if kind == "diff" else target_text)
     if target:
         properties["target"] = target
+    if kind == "verify" and "checks" in report:
+        properties["checks"] = report["checks"]  # calls tried, planned, finished: per check
+    if kind == "verify" and report.get("contracts"):
+        properties["contracts"] = [{k: c.get(k) for k in ("name", "subject", "outcome", "bounds") if c.get(k) is not None}
+                                   for c in report["contracts"]]
+    if report.get("budget_to_finish") is not None:
+        properties["budget_to_finish"] = report["budget_to_finish"]
     return {
         "$schema": SARIF_SCHEMA_URI,
         "version": SARIF_VERSION,

@@ -39,4 +39,8 @@ def summary_line(verdict: str, target: str, found: int, examples: int) -> str:
     if verdict == "fail":
         noun = "counterexample" if found == 1 else "counterexamples"
         return f"FAIL {target}: {found} {noun}"
+    if verdict == "incomplete":
+        return f"INCOMPLETE {target}: nothing broken, but not every planned check finished"
+    if verdict == "unknown":
+        return f"UNKNOWN {target}: nothing broken, but not everything could be checked"
     return f"ERROR {target}: nothing broken, but not everything could be checked"

@@ -6,6 +6,6 @@ Modules: ``strategies`` (the input domain and its neighbours), ``judge`` (one ca
 verdict from the oracle), ``minimize`` (shrinking a failure to a minimal call),
 ``engine`` (the ordered checks of ``schedcheck verify``), ``stateful`` (the online
 scheduler against ``spec.step``), ``differential`` (two targets side by side),
-``relations`` (metamorphic relations), ``parallel`` (checks spread over workers) and
+``parallel`` (checks spread over workers) and
 ``profiles`` (search settings and example databases).
 """

@@ -1,9 +1,8 @@
 """The Hypothesis engine: search for a call that breaks an invariant, then minimise it.
 
-What it establishes: for the calls it tried, the target kept every invariant of its
-model's registry (``spec.check`` or ``spec.serving.check`` on every result, plus
-validation, input_unchanged, deterministic and termination); the model
-(``proofs.models``) supplies the strategies, the oracle and the minimiser.  It is a search, not a proof: a pass says that no
+What it establishes: for the calls it tried, the target kept every invariant of the
+registry (``spec.check`` on every result, plus validation, input_unchanged,
+deterministic and termination).  It is a search, not a proof: a pass says that no
 counterexample was found within the examples and the budget, which the summary names.
 
 What it runs, in order, stopping at the first counterexample (``--all`` goes on):
@@ -13,10 +12,14 @@ What it runs, in order, stopping at the first counterexample (``--all`` goes on)
    queues, ties and large gaps between the policies (a failure that does not repeat
    in a fresh process is reported as ``deterministic``);
 4. repeated calls, each in a fresh process and after other calls, rejected ones
-   included (``deterministic``); then related calls side by side (proofs.search.relations:
-   both policies, one slot, a slot per job);
+   included (``deterministic``);
 5. bad inputs combined at random (``strategies.corrupted_calls``);
 6. for our own impl, the stateful test of the online Scheduler (proofs.search.stateful).
+
+Every check keeps an account (``CheckAccount``): how many calls it tried, how many it
+planned, and whether it ran to its end.  A check that the deadline cut short, or that
+never started, leaves the run ``incomplete`` (never a pass); ``budget_to_finish``
+estimates, from the measured rates, the ``--budget`` that would have finished them.
 
 Bounds: the target runs in a child process with a wall-clock limit per call (a hang
 is a ``termination`` counterexample) and a memory cap; the whole run stops at its
@@ -28,8 +31,10 @@ from __future__ import annotations
 import copy
 import glob
 import json
+import math
 import os
 import time
+from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 from hypothesis import HealthCheck, Verbosity, given, settings
@@ -40,13 +45,14 @@ from proofs.counterexample import Counterexample
 from proofs.sandbox import TargetProcess
 from proofs.search.judge import Finding, judge_invalid_call, judge_repeated_call, judge_valid_call
 from proofs.search.database import GuardedDatabase
-from proofs.search.relations import broken_relations, related_calls
 
 ENGINE = "hypothesis"
 HYPOTHESIS_SHRINK_SECONDS = 0.3  # then the deterministic minimiser takes over
 HANG_PROBE_SECONDS = 0.25  # the limit of one probe while a hang is minimised (then confirmed at the full limit)
-CHECKS = ("replay", "validation", "conformance", "deterministic", "metamorphic", "corrupted_validation", "stateful")
-EXAMPLES = {"conformance": 500, "metamorphic": 60, "deterministic": 30, "validation": 200, "stateful": 60}
+CHECKS = ("replay", "validation", "conformance", "deterministic", "corrupted_validation", "stateful")
+EXAMPLES = {"conformance": 500, "deterministic": 30, "validation": 200, "stateful": 60}
+REPEATED_CALLS = 7  # target calls per example of the deterministic check (proofs.search.judge.judge_repeated_call)
+UNITS = {"stateful": "programs"}  # what a check counts; every other check counts calls to the target
 
 
 def examples_for(conformance: int) -> dict:
@@ -68,6 +74,48 @@ class HandOver(BaseException):
 
 class Falsified(Exception):
     """The Hypothesis test's failure: the call broke the invariant being searched for."""
+
+
+@dataclass
+class CheckAccount:
+    """How far one check got: what it tried, what it planned, whether it ran to its end."""
+
+    check: str  # a name of CHECKS
+    planned: int  # calls (programs, for the stateful test) the check means to try
+    tried: int = 0
+    finished: bool = False
+    seconds: float = 0.0  # wall-clock time spent in the check
+    stopped: str = ""  # why it did not finish: "deadline", "not started: deadline", "counterexample"
+
+    @property
+    def unit(self) -> str:
+        return UNITS.get(self.check, "calls")
+
+    def to_json(self) -> dict:
+        return {"check": self.check, "unit": self.unit, "tried": self.tried, "planned": self.planned,
+                "finished": self.finished, "stopped": self.stopped, "seconds": round(self.seconds, 3)}
+
+
+def cut_short(accounts) -> list:
+    """The accounts of checks the deadline cut short or never let start (a counterexample's stop is not one)."""
+    return [a for a in accounts if not a.finished and a.stopped != "counterexample"]
+
+
+def budget_to_finish(accounts, budget: float, share: float = 1.0) -> int | None:
+    """The ``--budget`` (whole seconds) that would let every cut-short check finish, estimated from
+    the measured rate of each check (or, for one that never started, the rate of all calls measured);
+    ``share`` is the fraction of ``--budget`` the Hypothesis engine gets.  None when nothing was cut short."""
+    short = cut_short(accounts)
+    if not short:
+        return None
+    tried = sum(a.tried for a in accounts if a.unit == "calls")
+    seconds = sum(a.seconds for a in accounts if a.unit == "calls")
+    overall = seconds / tried if tried else 1.0  # seconds per call; 1 s when nothing was measured
+    extra = 0.0
+    for account in short:
+        rate = account.seconds / account.tried if account.tried else overall * (10 if account.unit == "programs" else 1)
+        extra += max(0, account.planned - account.tried) * rate
+    return int(math.ceil(1.2 * (budget + extra / share)))
 
 
 class Found(NamedTuple):
@@ -104,33 +152,65 @@ class Search:
         self.examples = dict(EXAMPLES, **(examples or {}))
         self.found: list[Found] = []
         self.calls_tried = 0
-        self.unfinished: list[str] = []
+        self.unfinished: list[str] = []  # the checks the deadline cut short or never let start
+        self.checks: list[CheckAccount] = []  # one account per check run (or due to run), in order
+        self._account = CheckAccount("none", 0)  # the account of the check now running
 
     # -- the run ---------------------------------------------------------------------
 
     def run(self, stateful: bool = False, only=None) -> list[Found]:
         """Run every check in order (or only those named in ``only``, from CHECKS);
-        return the counterexamples found."""
+        return the counterexamples found.  ``self.checks`` then holds one account per check."""
         steps = [
-            ("replay", "replay", self._replay_saved),
-            ("validation", "validation", self._systematic_validation),
-            ("conformance", "conformance", self._conformance),
-            ("deterministic", "deterministic", self._deterministic),
-            *([("metamorphic", "metamorphic", self._metamorphic)] if self.model.has_relations else []),
-            ("corrupted_validation", "validation", self._corrupted_validation),
+            ("replay", self._replay_saved),
+            ("validation", self._systematic_validation),
+            ("conformance", self._conformance),
+            ("deterministic", self._deterministic),
+            ("corrupted_validation", self._corrupted_validation),
         ]
         if stateful:
-            steps.append(("stateful", "stateful", self._stateful))
-        for check, name, step in steps:
+            steps.append(("stateful", self._stateful))
+        for check, step in steps:
             if only is not None and check not in only:
                 continue
+            account = CheckAccount(check, self._planned(check))
+            self.checks.append(account)
+            self._account = account
             if self._done():
-                break
-            if time.monotonic() >= self.deadline:
-                self.unfinished.append(name)
+                account.stopped = "counterexample"
                 continue
-            step()
+            if time.monotonic() >= self.deadline:
+                account.stopped = "not started: deadline"
+                self.unfinished.append(check)
+                continue
+            started = time.monotonic()
+            before = len(self.found)
+            try:
+                account.finished = step() is not False
+            finally:
+                account.seconds = time.monotonic() - started
+            if not account.finished and not account.stopped:
+                account.stopped = "counterexample" if len(self.found) > before else "deadline"
+            if account.stopped == "deadline" and check not in self.unfinished:
+                self.unfinished.append(check)
         return self.found
+
+    def _planned(self, check: str) -> int:
+        """How many calls (programs, for the stateful test) ``check`` means to try."""
+        if check == "replay":
+            return len(self._saved_files())
+        if check == "validation":
+            return len(self.model.bad_calls())
+        if check == "deterministic":
+            return self.examples["deterministic"] * REPEATED_CALLS
+        if check == "corrupted_validation":
+            return self.examples["validation"]
+        return self.examples[check]
+
+    def _saved_files(self) -> list[str]:
+        if not self.saved_dir:
+            return []
+        return sorted(glob.glob(os.path.join(self.saved_dir, "*.json")))
 
     def _done(self) -> bool:
         return bool(self.found) and not self.find_all
@@ -164,11 +244,10 @@ class Search:
 
     # -- the checks --------------------------------------------------------------------
 
-    def _replay_saved(self) -> None:
-        """Counterexamples an earlier run saved for this target come first."""
-        if not self.saved_dir:
-            return
-        for path in sorted(glob.glob(os.path.join(self.saved_dir, "*.json"))):
+    def _replay_saved(self) -> bool:
+        """Counterexamples an earlier run saved for this target come first; False if one stopped the run."""
+        for path in self._saved_files():
+            self._account.tried += 1
             try:
                 with open(path) as handle:
                     data = json.load(handle)
@@ -183,7 +262,8 @@ class Search:
             if wanted:
                 self._record(cex.check, cex.call, wanted[0], cex.rule)
                 if self._done():
-                    return
+                    return False
+        return True
 
     def _judge(self, check: str, call, rule: str = "") -> list[Finding]:
         if check == "validation":
@@ -194,11 +274,13 @@ class Search:
             return self._valid(call)
         return []
 
-    def _systematic_validation(self) -> None:
+    def _systematic_validation(self) -> bool:
+        """Every class of bad input once; True when every one was tried."""
         for rule, call in self.model.bad_calls():
             if time.monotonic() >= self.deadline:
-                self.unfinished.append("validation")
-                return
+                self._account.stopped = "deadline"
+                return False
+            self._account.tried += 1
             findings = [f for f in self._invalid(call, rule) if f.invariant not in self.known]
             if findings:
                 wanted = findings[0].invariant
@@ -207,42 +289,19 @@ class Search:
                 )
                 self._record("validation", small, self._invalid(small, rule)[0], rule)
                 if self._done():
-                    return
+                    return False
             self.progress("validation", self.calls_tried)
+        return True
 
-    def _conformance(self) -> None:
-        self._search("conformance", self.model.valid_calls(), self._valid_steered, self._minimize_valid)
+    def _conformance(self) -> bool:
+        return self._search("conformance", self.model.valid_calls(), self._valid_steered, self._minimize_valid)
 
-    def _metamorphic(self) -> None:
-        """Related calls (both policies, one slot, a slot per job) judged side by side."""
-
-        def judge(pair):
-            jobs, slots = pair
-            results = {}
-            for call in related_calls(jobs, slots):
-                self.calls_tried += 1
-                outcome = self.process.call(*copy.deepcopy(call))
-                findings = judge_valid_call(outcome, *call, model=self.model)
-                if findings:
-                    pair_call["call"] = call
-                    return findings
-                results[(call[1], call[2])] = outcome.result
-            broken = broken_relations(jobs, slots, results)
-            if broken:  # every call conformed, yet a relation broke: the relation is wrong
-                raise AssertionError(f"relation broken by conforming results: {broken[0]}")
-            return []
-
-        pair_call = {}
-        pairs = st.tuples(self.model.valid_calls(max_jobs=12).map(lambda call: list(call[0])), st.integers(1, 4))
-        self._search(
-            "metamorphic", pairs, judge,
-            lambda pair, wanted: self._minimize_valid(pair_call["call"], wanted),
+    def _deterministic(self) -> bool:
+        return self._search(
+            "deterministic", self.model.valid_calls(max_jobs=8), self._repeated, self._minimize_repeated, per_example=REPEATED_CALLS
         )
 
-    def _deterministic(self) -> None:
-        self._search("deterministic", self.model.valid_calls(max_jobs=8), self._repeated, self._minimize_repeated)
-
-    def _corrupted_validation(self) -> None:
+    def _corrupted_validation(self) -> bool:
         def judge(call):
             assert not self.model.is_valid(*call), f"corrupted_calls drew a valid call: {call!r}"
             return self._invalid(call, "a corrupted input")
@@ -254,20 +313,26 @@ class Search:
             small = self.model.minimize_invalid(call, fails, self._shrink_seconds())
             return small, [f for f in judge(small) if f.invariant == wanted][0]
 
-        self._search("validation", self.model.corrupted_calls(), judge, minimize, rule="a corrupted input")
+        return self._search(
+            "validation", self.model.corrupted_calls(), judge, minimize, rule="a corrupted input", replay_as="validation"
+        )
 
-    def _stateful(self) -> None:
+    def _stateful(self) -> bool:
         if self.model.name == "serving":
             from proofs.search.serving_stateful import run_stateful
         else:
             from proofs.search.stateful import run_stateful
 
-        failure = run_stateful(self.examples["stateful"], self.seed)
+        programs: list = []
+        failure = run_stateful(self.examples["stateful"], self.seed, programs=programs)
+        self._account.tried = len(programs)
         if failure is not None:
             invariant, message, program = failure
             cex = Counterexample(invariant, ENGINE, "stateful", tuple(self.model.example_call),
                                  message + "\n" + program, model=self.model.name)
             self.found.append(Found(cex, None))
+            return False
+        return True
 
     # -- search and minimisation ---------------------------------------------------------
 
@@ -313,8 +378,12 @@ class Search:
             small, findings = call, [Finding(wanted, "failed once; did not fail again")]
         return small, findings[0]
 
-    def _search(self, check: str, strategy, judge, minimize, rule: str = "") -> None:
-        """Run one Hypothesis search until it fails, runs out of examples or of time."""
+    def _search(self, check: str, strategy, judge, minimize, rule: str = "", per_example: int = 1,
+                replay_as: str | None = None) -> bool:
+        """Run one Hypothesis search until it fails, runs out of examples or of time;
+        True when its last round ran every example it planned (``check`` names its example count)."""
+        account = self._account
+        replay_as = replay_as or check
         while not self._done():
             ignore = set(self.known)
             state = {"locked": None, "call": None, "since": None}
@@ -329,6 +398,8 @@ class Search:
             def test(call):
                 if time.monotonic() >= self.deadline:
                     stop(BudgetExhausted)
+                if state["call"] is None:
+                    account.tried += per_example
                 findings = [f for f in judge(call) if f.invariant not in ignore]
                 self.progress(check, self.calls_tried)
                 if state["locked"] is not None:
@@ -366,14 +437,15 @@ class Search:
                 runner()
             except BudgetExhausted:
                 if state["call"] is None:
-                    self.unfinished.append(check)
+                    account.stopped = "deadline"
+                    return False
             except HandOver:
                 pass
             except Exception:  # Falsified, or Hypothesis's Flaky errors around it
                 if state["call"] is None:
                     raise
             if state["call"] is None:
-                return
+                return True  # every planned example ran
             small, finding = minimize(state["call"], state["locked"])
-            replay_as = "conformance" if check == "metamorphic" else check
             self._record("deterministic" if finding.invariant == "deterministic" else replay_as, small, finding, rule)
+        return False

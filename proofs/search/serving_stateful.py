@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, Verbosity, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
+from hypothesis import seed as hypothesis_seed
+from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, precondition, rule
 
 import impl
 import spec.serving as serving
@@ -110,28 +111,35 @@ class ServingSchedulerAgainstSpec(RuleBasedStateMachine):
             raise StateMismatch("every_job_completes_once", "the ServingScheduler and the spec disagree on being idle")
 
 
-def run_stateful(max_examples: int, seed: int | None = None):
-    """Run the machine; return (invariant, message, program) for a failure, else None."""
+def run_stateful(max_examples: int, seed: int | None = None, programs: list | None = None):
+    """Run the machine; return (invariant, message, program) for a failure, else None.
+
+    ``seed`` seeds Hypothesis (the same seed runs the same programs, another seed others;
+    None draws a fresh one); ``programs``, when given, receives every program run, in order."""
     last = {}
 
     class Recorded(ServingSchedulerAgainstSpec):
         def teardown(self):
             last["program"] = list(self.program)
+            if programs is not None:
+                programs.append("\n".join(self.program))
             super().teardown()
 
+    test = get_state_machine_test(
+        Recorded,
+        settings=settings(
+            max_examples=max_examples,
+            stateful_step_count=40,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+            verbosity=Verbosity.quiet,
+        ),
+    )
+    if seed is not None:
+        test = hypothesis_seed(seed)(test)
     try:
-        run_state_machine_as_test(
-            Recorded,
-            settings=settings(
-                max_examples=max_examples,
-                stateful_step_count=40,
-                deadline=None,
-                database=None,
-                suppress_health_check=list(HealthCheck),
-                verbosity=Verbosity.quiet,
-                derandomize=seed is not None,
-            ),
-        )
+        test()
     except StateMismatch as error:
         return error.invariant, str(error), "\n".join(last.get("program", []))
     return None

@@ -11,8 +11,9 @@ tick by tick.  Bounds: at most ``max_examples`` programs of at most 40 steps.
 from __future__ import annotations
 
 from hypothesis import HealthCheck, Verbosity, settings
+from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, invariant, precondition, rule
 
 import impl
 import spec
@@ -75,27 +76,34 @@ class SchedulerAgainstSpec(RuleBasedStateMachine):
             raise StateMismatch("every_job_completes_once", "the Scheduler and the spec disagree on being idle")
 
 
-def run_stateful(max_examples: int, seed: int | None = None):
-    """Run the machine; return (invariant, message, program) for a failure, else None."""
+def run_stateful(max_examples: int, seed: int | None = None, programs: list | None = None):
+    """Run the machine; return (invariant, message, program) for a failure, else None.
+
+    ``seed`` seeds Hypothesis (the same seed runs the same programs, another seed others;
+    None draws a fresh one); ``programs``, when given, receives every program run, in order."""
     last = {}
 
     class Recorded(SchedulerAgainstSpec):
         def teardown(self):
             last["program"] = list(self.program)
+            if programs is not None:
+                programs.append("\n".join(self.program))
 
+    test = get_state_machine_test(
+        Recorded,
+        settings=settings(
+            max_examples=max_examples,
+            stateful_step_count=40,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+            verbosity=Verbosity.quiet,
+        ),
+    )
+    if seed is not None:
+        test = hypothesis_seed(seed)(test)
     try:
-        run_state_machine_as_test(
-            Recorded,
-            settings=settings(
-                max_examples=max_examples,
-                stateful_step_count=40,
-                deadline=None,
-                database=None,
-                suppress_health_check=list(HealthCheck),
-                verbosity=Verbosity.quiet,
-                derandomize=seed is not None,
-            ),
-        )
+        test()
     except StateMismatch as error:
         return error.invariant, str(error), "\n".join(last.get("program", []))
     return None

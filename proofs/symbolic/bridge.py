@@ -7,6 +7,17 @@ then sends every counterexample CrossHair found through the same judging and
 minimisation as Hypothesis's, so the report, JSON and replay look the same whichever
 engine found it.  One-step counterexamples (a pre-state from which one tick of the
 online Scheduler breaks an invariant) are reported with that pre-state.
+
+``classify`` maps the engine's outcome of each contract to what the reports say
+(``OUTCOMES``), from the contract's planned time (its share of the budget):
+
+- ``confirmed``: CrossHair confirmed it over every path of the bounded domain, which
+  ``bounds_of`` states (jobs, slots, how the pre-state was built);
+- ``bounded``: it searched its whole planned time and found nothing.  Evidence within
+  that time, never shown as confirmed; it does not stop a run from passing;
+- ``incomplete``: it never started, or was stopped before its planned time (the
+  overall budget ran out).  The run is then ``incomplete``, never a pass;
+- ``counterexample`` and ``unknown`` as the engine reports them (unknown is never a pass).
 """
 
 from __future__ import annotations
@@ -23,6 +34,55 @@ from proofs.targets import Target, TargetError, load_callable
 
 ENGINE = "crosshair"
 WORKERS = 2  # run_crosshair's default on this 2-core machine
+CONFIRMED, BOUNDED, INCOMPLETE, COUNTEREXAMPLE, UNKNOWN = "confirmed", "bounded", "incomplete", "counterexample", "unknown"
+OUTCOMES = (CONFIRMED, BOUNDED, INCOMPLETE, COUNTEREXAMPLE, UNKNOWN)
+
+
+def per_condition_seconds(seconds: float, ours: bool, names=None) -> float:
+    """Each contract's planned time: its share of ``seconds`` so that every contract gets its turn."""
+    return max(1.0, min(20.0, 0.8 * seconds * WORKERS / _contract_count(ours, names)))
+
+
+def bounds_of(name: str, subject: str) -> str:
+    """The bounded domain a contract about ``subject`` covers, in one line."""
+    from proofs.symbolic.contracts import MAX_JOBS
+
+    if subject != "schedule":
+        return (f"one step from any pre-state of <= {MAX_JOBS} jobs (job k has id k, ids in FIFO order), "
+                f"1 <= slots <= {MAX_JOBS + 1}, symbolic arrivals/tokens/clock; pre-state built by "
+                "state_from_rows from a reachable shape on which every state invariant and lemma holds")
+    if name == "check":
+        return f"whole runs of <= {MAX_JOBS} valid jobs, every value in 0..4, 1 <= slots <= 3, compared by spec.check"
+    return (f"calls of <= {MAX_JOBS} jobs, each field missing or in -1..2, and two jobs sharing an id 0..2 "
+            "with slots 1..2")
+
+
+def classify(results: list[dict], planned: float) -> list[dict]:
+    """Each contract's result with ``outcome`` one of OUTCOMES, ``planned_seconds``, ``bounds`` and the
+    engine's own words in ``engine_outcome``; a new list, ``results`` is not modified."""
+    classified = []
+    for result in results:
+        raw = str(result["outcome"])
+        row = dict(result, engine_outcome=raw, planned_seconds=round(planned, 2),
+                   bounds=bounds_of(result["name"], result["subject"]))
+        if raw in (CONFIRMED, COUNTEREXAMPLE, UNKNOWN):
+            row["outcome"] = raw
+        elif raw.startswith("no counterexample within"):
+            seconds = float(result.get("seconds") or 0.0)
+            if str(result.get("message", "")).startswith("not started") or seconds <= 0:
+                row["outcome"] = INCOMPLETE
+                row["message"] = f"not started: the budget ran out before its turn (planned {planned:.1f} s)"
+            elif seconds < planned:
+                row["outcome"] = INCOMPLETE
+                row["message"] = f"cut short before its planned {planned:.1f} s ran out, nothing found so far"
+            else:
+                row["outcome"] = BOUNDED
+                row["message"] = f"no counterexample in its whole planned {planned:.1f} s (not confirmed)"
+        else:
+            row["outcome"] = UNKNOWN
+            row["message"] = f"the engine reported {raw!r}: {result.get('message')}"
+        classified.append(row)
+    return classified
 
 
 def _contract_count(ours: bool, names) -> int:
@@ -57,8 +117,7 @@ def _child(connection, target: Target, seconds: float, per_condition: float, nam
 def run_contracts(target: Target, seconds: float, names: tuple[str, ...] | None = None) -> list[dict]:
     """Every contract's result as a dict (name, subject, outcome, seconds, counterexample, message);
     ``names`` keeps only the contracts of those invariants (our impl's step contracts)."""
-    # share the budget so that every contract gets its turn
-    per_condition = max(1.0, min(20.0, 0.8 * seconds * WORKERS / _contract_count(target.is_default, names)))
+    per_condition = per_condition_seconds(seconds, target.is_default, names)
     context = multiprocessing.get_context("fork")
     parent_end, child_end = context.Pipe()
     process = context.Process(target=_child, args=(child_end, target, seconds, per_condition, names), daemon=False)
@@ -77,12 +136,20 @@ def run_contracts(target: Target, seconds: float, names: tuple[str, ...] | None 
         parent_end.close()
     if kind == "error":
         raise TargetError(payload)
-    return payload
+    return classify(payload, per_condition)
 
 
 def ledger(results: list[dict]) -> list[str]:
-    """One line per contract, stable: engine, claim, subject, outcome."""
-    return [f"crosshair  {r['name']:26} {r['subject']:21} {r['outcome']}" for r in results]
+    """One line per contract, stable: engine, claim, subject, outcome, and what the outcome covers."""
+    lines = []
+    for r in results:
+        outcome = r["outcome"]
+        if outcome == CONFIRMED:
+            outcome += f" within bounds: {r.get('bounds') or bounds_of(r['name'], r['subject'])}"
+        elif outcome in (BOUNDED, INCOMPLETE):
+            outcome += f": {r.get('message', '')}"
+        lines.append(f"crosshair  {r['name']:26} {r['subject']:21} {outcome}")
+    return lines
 
 
 def to_counterexamples(results: list[dict], search) -> list[tuple[Counterexample, object]]:
