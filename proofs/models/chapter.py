@@ -19,7 +19,6 @@ class ChapterModel:
     written = "schedule(jobs, slots, continuous)"
     noun = ("job", "jobs")
     policies = ("fifo",)
-    has_relations = True
 
     def __init__(self, policy: str | None = None) -> None:
         if policy not in (None, "fifo"):

@@ -19,7 +19,6 @@ class ServingModel:
     written = "serve(requests, config)"
     noun = ("request", "requests")
     policies = serving.POLICIES
-    has_relations = False
 
     def __init__(self, policy: str | None = None) -> None:
         if policy not in (None, *serving.POLICIES):
