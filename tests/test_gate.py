@@ -219,3 +219,16 @@ def test_a_gate_on_our_impl_shows_no_pass_resting_on_contracts_that_did_not_run(
     assert any(c["outcome"] == "incomplete" for c in report["contracts"])
     rows = [line for line in table(out) if line.startswith(("verify", "diff", "prove"))]
     assert not any(line.split()[2] == "pass" for line in rows)
+
+
+def test_gate_checks_the_serving_model_and_says_what_it_left_out(tmp_path, capsys):
+    out_dir = tmp_path / "reports"
+    code = gate(["--model", "serving", "--seed", "0", "--examples", "40", "--budget", "30", "--db", "none",
+                 "--out", str(out_dir), "--no-seconds"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "verify-hypothesis  target  pass" in out
+    assert "verify-crosshair   target  skipped  -     the crosshair engine checks the chapter's model only" in out
+    assert "`schedcheck prove` has no encoding of the serving model" in out
+    report = json.loads((out_dir / "verify-hypothesis.json").read_text())
+    assert report["model"] == "serving" and report["target"] == "impl:serve"

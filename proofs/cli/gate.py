@@ -36,7 +36,8 @@ from typing import NamedTuple
 from proofs.outcomes import INCOMPLETE, UNKNOWN, combine
 from proofs.report import ci as ci_reports
 from proofs.cli.verify import ENGINES
-from proofs.targets import DEFAULT_TARGET, TargetError, parse_target
+from proofs import models
+from proofs.targets import TargetError, parse_target
 
 DEFAULT_OUT = "schedcheck-reports"
 STEPS = ("verify", "diff", "prove")  # verify is one step per engine: verify-hypothesis, verify-crosshair, ...
@@ -89,8 +90,9 @@ def add_parsers(commands, *, run_cli, command_names) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     gate.add_argument(
-        "target", nargs="?", default=DEFAULT_TARGET,
-        help="path/to/file.py:function or package.module:function (default: %(default)s)",
+        "target", nargs="?", default=None,
+        help="path/to/file.py:function or package.module:function (default: our impl, impl:schedule, "
+        "or impl:serve with --model serving)",
     )
     gate.add_argument("--base", metavar="GITREV",
                       help="also diff our impl against impl at GITREV (default target only), e.g. origin/main")
@@ -102,6 +104,9 @@ def add_parsers(commands, *, run_cli, command_names) -> None:
     gate.add_argument("--db", default=None, metavar="DIR", help="verify's Hypothesis database (default verify's; 'none' for none)")
     gate.add_argument("--save-dir", default=None, metavar="DIR",
                       help="where verify saves counterexamples (default DIR/counterexamples under --out)")
+    gate.add_argument("--model", choices=models.NAMES, default=models.DEFAULT,
+                      help="which model of the spec judges TARGET: chapter (schedule) or serving (serve)")
+    gate.add_argument("--policy", default=None, metavar="fcfs|none", help="serving model: fcfs (default) or none")
     gate.add_argument("--skip", action="append", default=[], metavar="STEP",
                       help="leave a step out (repeatable): verify (every engine), verify-ENGINE, diff or prove")
     gate.add_argument("--no-seconds", action="store_true", help="leave the seconds column out of the summary")
@@ -134,12 +139,17 @@ def run_gate(args: argparse.Namespace) -> int:
     if args.examples is not None and args.examples < 1:
         return _fail_usage(f"--examples={args.examples!r}: expected an int >= 1")
     try:
+        model = models.get(args.model, args.policy)
+    except ValueError as error:
+        return _fail_usage(str(error))
+    args.target = args.target or model.default_target
+    try:
         target = parse_target(args.target)
     except TargetError as error:
         return _fail_usage(str(error))
-    if args.base is not None and not target.is_default:
+    if args.base is not None and target.text != model.default_target:
         return _fail_usage(
-            f"--base {args.base!r} compares our impl (the default target {DEFAULT_TARGET}) with impl at GITREV; "
+            f"--base {args.base!r} compares our impl (the default target {model.default_target}) with impl at GITREV; "
             f"it cannot diff {args.target!r}: run `schedcheck diff OLD NEW` for that"
         )
     out = args.out
@@ -159,6 +169,9 @@ def run_gate(args: argparse.Namespace) -> int:
     steps: list[Step] = []
     for engine in ENGINES:
         name = f"verify-{engine}"
+        if engine != "hypothesis" and model.name != "chapter":
+            steps.append(Step(name, "skipped", None, f"the {engine} engine checks the chapter's model only", (), 0.0))
+            continue
         if engine in missing:
             steps.append(Step(name, "skipped", None, f"{ENGINE_PACKAGES.get(engine, engine)} is not installed", (), 0.0))
             continue
@@ -177,6 +190,9 @@ def run_gate(args: argparse.Namespace) -> int:
         steps.append(_run_step(args.run_cli, "diff", "diff", argv, out, args.target, save_dir, f"impl at {args.base} -> working tree"))
     if "prove" in args.skip:
         steps.append(Step("prove", "skipped", None, "--skip prove", (), 0.0, "spec"))
+    elif model.name != "chapter":
+        steps.append(Step("prove", "skipped", None, f"`schedcheck prove` has no encoding of the {model.name} model",
+                          (), 0.0, "spec"))
     elif "prove" not in commands:
         steps.append(Step("prove", "skipped", None, "`schedcheck prove` is not in this build", (), 0.0, "spec"))
     else:
@@ -196,7 +212,8 @@ def run_gate(args: argparse.Namespace) -> int:
 
 
 def _common(args) -> list[str]:
-    extra = []
+    extra = ["--model", args.model] if args.model != models.DEFAULT else []
+    extra += ["--policy", args.policy] if args.policy else []
     if args.seed is not None:
         extra += ["--seed", str(args.seed)]
     if args.examples is not None:
