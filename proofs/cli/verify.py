@@ -11,7 +11,7 @@ import time
 import spec
 from proofs.report import ci as ci_reports
 from proofs.counterexample import Counterexample, load, save
-from proofs.sandbox import InProcessTarget, TargetProcess
+from proofs.sandbox import HarnessError, InProcessTarget, TargetProcess
 from proofs.symbolic.bridge import ledger
 from proofs.report.text import format_counterexample, summary_line
 from proofs.targets import DEFAULT_TARGET, TargetError, parse_target
@@ -165,14 +165,19 @@ def run_verify(args: argparse.Namespace) -> int:
 
                     names = tuple(args.invariant) if args.invariant else None
                     contracts = run_contracts(target, max(1.0, deadline - time.monotonic()), names)
-                    judge = Search(process, time.monotonic() + 30)
+                    # its minimisation ends within the run's OVERRUN_SECONDS too, whatever the target does
+                    judge = Search(process, max(time.monotonic(), deadline) - 2.0)
                     found += to_counterexamples(contracts, judge)
     except TargetError as error:
         progress.clear()
         return _fail_usage(str(error))
+    except HarnessError as error:
+        progress.clear()
+        print(f"schedcheck: internal error: {error}", file=sys.stderr)
+        return 2
     progress.clear()
 
-    unknown = [c for c in contracts if c["outcome"] == "unknown"]
+    unknown = [c for c in contracts if c["outcome"] in ("unknown", "incomplete")]
     verdict = "fail" if found else "error" if unknown else "pass"
     for cex, actual in found:
         save(cex, target.text, args.save_dir)  # saved before it is reported

@@ -108,7 +108,7 @@ class DifferentialSearch:
         if not self._differs(call):
             return None  # the difference did not survive the isolated re-run
         old, new = self._sides(call)
-        hang = "timeout" in (old.outcome.kind, new.outcome.kind)
+        hang = "timed_out" in (old.outcome.kind, new.outcome.kind)
         if spec.is_valid(*call):
             small = minimize_valid_call(call, self._differs, self._shrink_seconds(), coarse=hang)
         else:

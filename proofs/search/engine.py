@@ -15,10 +15,12 @@ What it runs, in order, stopping at the first counterexample (``--all`` goes on)
    included (``deterministic``); then related calls side by side (proofs.search.relations:
    both policies, one slot, a slot per job);
 5. bad inputs combined at random (``strategies.corrupted_calls``);
-6. for our own impl, the stateful test of the online Scheduler (proofs.search.stateful).
+6. for our own impl, the stateful test of the online Scheduler (proofs.search.stateful),
+   in a sandbox child killed at the deadline (then it is unfinished).
 
-Bounds: the target runs in a child process with a wall-clock limit per call (a hang
-is a ``termination`` counterexample) and a memory cap; the whole run stops at its
+Bounds: the target runs in a child process (proofs.sandbox) with a wall-clock
+limit per call (a hang is a ``termination`` counterexample once it is confirmed at
+the full limit in a fresh process) and a memory cap; the whole run stops at its
 deadline, and minimisation has a deadline of its own.
 """
 
@@ -37,7 +39,7 @@ from hypothesis import target as hypothesis_target
 
 import spec
 from proofs.counterexample import Counterexample
-from proofs.sandbox import TargetProcess
+from proofs.sandbox import HarnessError, TargetProcess, run_once
 from proofs.search.judge import Finding, judge_invalid_call, judge_repeated_call, judge_valid_call
 from proofs.search.database import GuardedDatabase
 from proofs.search.minimize import minimize_invalid_call, minimize_valid_call
@@ -270,9 +272,17 @@ class Search:
         self._search("validation", corrupted_calls(), judge, minimize, rule="a corrupted input")
 
     def _stateful(self) -> None:
+        """The stateful test in a sandbox child, killed at the run's deadline (it calls our impl in-process)."""
         from proofs.search.stateful import run_stateful
 
-        failure = run_stateful(self.examples["stateful"], self.seed)
+        seconds = max(1.0, self.deadline - time.monotonic())
+        outcome = run_once(run_stateful, self.examples["stateful"], self.seed, seconds=seconds)
+        if outcome.kind in ("timed_out", "died"):  # the table of proofs.sandbox: it did not finish
+            self.unfinished.append("stateful")
+            return
+        if outcome.kind != "returned":  # never a finding charged to the target: schedcheck's error, exit 2
+            raise HarnessError(f"the stateful test failed to run: {outcome.error}\n{outcome.traceback}".rstrip())
+        failure = outcome.result
         if failure is not None:
             invariant, message, program = failure
             cex = Counterexample(invariant, ENGINE, "stateful", [], 1, True, message + "\n" + program)

@@ -9,7 +9,10 @@ can show beyond a result is mapped onto them:
 - ValueError on a valid call, or anything but ValueError on an invalid one: ``validation``;
 - the input modified: ``input_unchanged``;
 - a different result for the same call: ``deterministic``;
-- a result: whatever ``spec.check`` finds.
+- a result: whatever ``spec.check`` finds;
+- a failure of the sandbox itself (``harness_error``): no finding at all, but
+  ``proofs.sandbox.HarnessError``, which ends the run with exit 2 (the table of
+  outcome kinds to verdicts is in proofs.sandbox).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import spec
-from proofs.sandbox import Outcome, TargetProcess
+from proofs.sandbox import HarnessError, Outcome, TargetProcess
 
 ORDER = {name: index for index, name in enumerate(spec.NAMES)}
 
@@ -37,7 +40,8 @@ def _first(findings: list[Finding]) -> list[Finding]:
 
 def judge_valid_call(outcome: Outcome, jobs, slots, continuous, reference: dict | None = None) -> list[Finding]:
     """The invariants a call inside the domain broke, in registry order ([] if none)."""
-    if outcome.kind == "timeout":
+    _no_harness_error(outcome)
+    if outcome.kind == "timed_out":
         return [Finding("termination", f"the call {outcome.error}")]
     if outcome.kind == "died":
         return [Finding("termination", outcome.error)]
@@ -48,7 +52,7 @@ def judge_valid_call(outcome: Outcome, jobs, slots, continuous, reference: dict 
     findings = []
     if outcome.mutated:
         findings.append(Finding("input_unchanged", "the call modified the caller's jobs"))
-    if outcome.kind == "unpicklable":
+    if not outcome.sendable:
         findings.append(Finding("well_typed", f"the result is not plain data: {outcome.error}"))
         return _first(findings)
     for violation in spec.check(jobs, slots, continuous, outcome.result, reference):
@@ -58,13 +62,19 @@ def judge_valid_call(outcome: Outcome, jobs, slots, continuous, reference: dict 
 
 def judge_invalid_call(outcome: Outcome, rule: str) -> list[Finding]:
     """The invariants a call outside the domain broke: it must raise ValueError and nothing else."""
-    if outcome.kind in ("timeout", "died"):
+    _no_harness_error(outcome)
+    if outcome.kind in ("timed_out", "died"):
         return [Finding("termination", f"an invalid call ({rule}): {outcome.error}")]
     if outcome.kind == "raised":
         if outcome.error_type == "ValueError":
             return []
         return [Finding("validation", f"an invalid call ({rule}) raised {outcome.error}, expected ValueError")]
     return [Finding("validation", f"an invalid call ({rule}) returned a result, expected ValueError")]
+
+
+def _no_harness_error(outcome: Outcome) -> None:
+    if outcome.kind == "harness_error":
+        raise HarnessError(f"the sandbox failed, not the target: {outcome.error}")
 
 
 def _same(first: Outcome, second: Outcome) -> bool:
@@ -89,6 +99,7 @@ def judge_repeated_call(process: TargetProcess, call) -> list[Finding]:
     jobs, slots, continuous = call
     process.close()  # nothing came before: the next call starts a fresh process
     first = process.call(*call)
+    _no_harness_error(first)
     broken = judge_valid_call(first, *call)
     if any(f.invariant == "termination" for f in broken):
         return broken
