@@ -25,6 +25,7 @@ from proofs.targets import Target, TargetError, load_callable
 ENGINE = "crosshair"
 WORKERS = 2  # run_crosshair's default on this 2-core machine
 GRACE_SECONDS = 3.0  # past the budget: CrossHair's import in the child, and the last contract's kill
+STARTUP_SECONDS = 2.0  # the engine child's start: importing CrossHair, building the contracts
 
 
 def _contract_count(ours: bool, names) -> int:
@@ -62,7 +63,9 @@ def run_contracts(target: Target, seconds: float, names: tuple[str, ...] | None 
     Ends within ``seconds`` plus ``GRACE_SECONDS``: the engine's child is killed with its
     whole process group then, and the contracts it had not finished are ``incomplete``."""
     # share the budget so that every contract gets its turn
-    per_condition = max(1.0, min(20.0, 0.8 * seconds * WORKERS / _contract_count(target.is_default, names)))
+    # (after the engine has started: CrossHair is imported in its child first)
+    usable = max(1.0, 0.8 * seconds - STARTUP_SECONDS)
+    per_condition = max(1.0, min(20.0, usable * WORKERS / _contract_count(target.is_default, names)))
     outcome = run_once(_engine, target, seconds, per_condition, names, seconds=seconds + GRACE_SECONDS,
                        memory_bytes=ENGINE_MEMORY_BYTES, partial=True)
     if outcome.kind == "returned":
