@@ -29,7 +29,8 @@ kind          search call (TargetProcess)            stateful test           Cro
 returned      judged by spec.check (a result that    its finding, if any     the contract's own    the claim's own
               cannot be sent back: ``well_typed``)                           outcome               status
 raised        ``validation`` (ValueError on a valid  harness error (exit 2)  ``unknown``           ``unknown``
-              call) or ``termination``                                       (engine failed)       (with traceback)
+              call; on an invalid one anything but                           (engine failed)       (with traceback)
+              ValueError), else ``termination``
 timed_out     ``termination``, but only once it is   ``incomplete`` (the     ``incomplete``        ``unknown``
               confirmed at the full per-call limit   check did not finish)   (cut short)
               in a fresh process (a short probe's

@@ -299,3 +299,26 @@ def test_a_harness_bug_in_the_worker_is_a_harness_error(tmp_path, monkeypatch):
 def test_a_call_the_harness_cannot_send_is_a_harness_error(worker):
     outcome = worker.call([{"mode": "return", "bad": lambda: 0}], 2, True)
     assert outcome.kind == "harness_error" and "could not be sent" in outcome.error
+
+
+def test_the_judge_never_charges_a_harness_error_to_the_target():
+    from proofs.search.judge import judge_invalid_call, judge_valid_call
+
+    broken = Outcome("harness_error", error="the worker failed")
+    with pytest.raises(sandbox.HarnessError, match="the worker failed"):
+        judge_valid_call(broken, [], 1, True)
+    with pytest.raises(sandbox.HarnessError, match="the worker failed"):
+        judge_invalid_call(broken, "a rule")
+
+
+def test_a_harness_error_ends_the_command_with_exit_2_and_one_line(monkeypatch, capsys, tmp_path):
+    from proofs.cli.main import main
+
+    def broken(function, request):
+        raise RuntimeError("a bug of the worker loop")
+
+    monkeypatch.setattr(sandbox, "_answer", broken)
+    code = main(["verify", "--budget", "5", "--db", "none", "--save-dir", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert code == 2 and "FAIL" not in captured.out, captured.out
+    assert captured.err.strip().splitlines()[-1].startswith("schedcheck: internal error:"), captured.err
