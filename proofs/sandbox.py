@@ -6,7 +6,8 @@ C code where no signal handler ever runs, start grandchildren), the caller gets 
 ``Outcome`` by its deadline.  Every child is forked (POSIX ``fork``: nothing is
 pickled on the way in), is the leader of a process group of its own, and the whole
 group is killed with SIGKILL at the wall-clock deadline, so grandchildren die with
-it.  Its address space is capped (RLIMIT_AS, the memory mapped at the fork plus
+it; a child also dies with its parent (Linux's PR_SET_PDEATHSIG), so a harness
+killed from outside leaves no hung child behind.  Its address space is capped (RLIMIT_AS, the memory mapped at the fork plus
 ``memory_bytes``), and its stdout and stderr go to /dev/null (the target's output
 is noise) or to a file that is read back into ``Outcome.output``.
 
@@ -55,6 +56,7 @@ process, for the hypothesis-crosshair backend, with none of these guarantees.
 
 from __future__ import annotations
 
+import ctypes
 import faulthandler
 import multiprocessing
 import os
@@ -124,7 +126,8 @@ def _memory_limit(memory_bytes: int | None) -> int | None:
 
 
 def _enter_child(memory_limit: int | None, output_fd: int | None) -> None:
-    """In a fresh child: lead a process group of its own (unless nested), cap memory, redirect output."""
+    """In a fresh child: lead a process group of its own (unless nested), die with its parent, cap memory, redirect output."""
+    _die_with_parent()
     if not _state["nested"]:
         try:
             os.setpgid(0, 0)
@@ -145,6 +148,19 @@ def _enter_child(memory_limit: int | None, output_fd: int | None) -> None:
             resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
         except (ValueError, OSError):
             pass  # a limit below what is mapped already, or not permitted: run without it
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel (Linux) to SIGKILL this child when its parent dies, so that a harness
+    killed from outside leaves no hung child behind; elsewhere, do without."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    parent = multiprocessing.parent_process()
+    if parent is not None and os.getppid() != parent.pid:
+        os._exit(1)  # the parent died before the request: nobody waits for this child
 
 
 def _adopt(process) -> None:

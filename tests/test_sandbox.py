@@ -322,3 +322,32 @@ def test_a_harness_error_ends_the_command_with_exit_2_and_one_line(monkeypatch, 
     captured = capsys.readouterr()
     assert code == 2 and "FAIL" not in captured.out, captured.out
     assert captured.err.strip().splitlines()[-1].startswith("schedcheck: internal error:"), captured.err
+
+
+def test_a_hung_worker_dies_with_a_harness_killed_from_outside(tmp_path):
+    path = tmp_path / "target.py"
+    path.write_text(textwrap.dedent(TARGET))
+    harness = textwrap.dedent(f"""
+        import sys
+        from proofs.sandbox import TargetProcess
+        from proofs.targets import parse_target
+
+        process = TargetProcess(parse_target({str(path) + ':schedule'!r}), call_seconds=3600)
+        process.start()
+        print(process._process.pid, flush=True)
+        process.call([{{"mode": "hang_in_c"}}], 1, True)
+    """)
+    run = subprocess.Popen([sys.executable, "-c", harness], stdout=subprocess.PIPE, text=True)
+    try:
+        worker = int(run.stdout.readline())
+        time.sleep(0.5)  # the call is under way
+        run.kill()  # SIGKILL: the harness cannot clean up
+        run.wait(10)
+        for _ in range(50):
+            if not _alive(worker):
+                break
+            time.sleep(0.1)
+        assert not _alive(worker), "the hung worker outlived its harness"
+    finally:
+        run.kill()
+        run.wait(10)
