@@ -1,6 +1,7 @@
 """The engines that check any scheduler against the spec, and the ``schedcheck`` command.
 
-- ``proofs.sandbox``: the one place a target runs (a killable child process);
+- ``proofs.sandbox``: the one place anything that may hang or crash runs (a killable child
+  in its own process group), with one outcome type that every engine maps to its verdict;
 - ``proofs.search``: Hypothesis (search, stateful, differential);
 - ``proofs.symbolic``: CrossHair (one-step contracts);
 - ``proofs.smt``: Z3 (inductive proofs);

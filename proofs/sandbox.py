@@ -1,76 +1,206 @@
-"""Running a target scheduler so that nothing it does can hang or crash the harness.
+"""The one place where anything that may hang or crash runs: a forked, killable child.
 
-The target lives in a forked child process.  Each call crosses a pipe and is bounded
-by a wall-clock limit; a child that overruns it (even inside C code, where signals
-are never delivered) is killed with SIGKILL and replaced.  The child's address space
-is capped (RLIMIT_AS), its output goes to /dev/null, and every BaseException it
-raises (SystemExit and KeyboardInterrupt included) is caught and reported, as is the
-child dying outright (os._exit, a segfault).  The harness sees one of five outcomes.
+What it establishes: whatever the code in the child does (raise anything, SystemExit
+and KeyboardInterrupt included, call ``os._exit``, segfault, exhaust memory, hang in
+C code where no signal handler ever runs, start grandchildren), the caller gets one
+``Outcome`` by its deadline.  Every child is forked (POSIX ``fork``: nothing is
+pickled on the way in), is the leader of a process group of its own, and the whole
+group is killed with SIGKILL at the wall-clock deadline, so grandchildren die with
+it; a child also dies with its parent (Linux's PR_SET_PDEATHSIG), so a harness
+killed from outside leaves no hung child behind.  Its address space is capped (RLIMIT_AS, the memory mapped at the fork plus
+``memory_bytes``), and its stdout and stderr go to /dev/null (the target's output
+is noise) or to a file that is read back into ``Outcome.output``.
 
-The child also reports whether the call modified its input, by comparing a pickle
-of the input taken before the call with one taken after.
+Two faces of the same child:
+
+- ``TargetProcess``: the persistent worker of the search.  One child loads the
+  target and serves many calls over a pipe, each with its own limit; a call that
+  kills the child or overruns starts a fresh child on the next call.  It also reports
+  whether a call modified its input (a pickle taken before and after the call).
+- ``Child`` / ``run_once``: the one-shot runner.  It runs one function in a child
+  with a deadline and returns its outcome, with every value the function handed to
+  its ``report`` callback before the end (partial results survive a kill).
+
+The outcome kinds, and the verdict each engine gives them (the one table; also in
+docs/verify.md):
+
+============  =====================================  ======================  ====================  ===============
+kind          search call (TargetProcess)            stateful test           CrossHair contract    Z3 claim
+============  =====================================  ======================  ====================  ===============
+returned      judged by spec.check (a result that    its finding, if any     the contract's own    the claim's own
+              cannot be sent back: ``well_typed``)                           outcome               status
+raised        ``validation`` (ValueError on a valid  harness error (exit 2)  ``unknown``           ``unknown``
+              call; on an invalid one anything but                           (engine failed)       (with traceback)
+              ValueError), else ``termination``
+timed_out     ``termination``, but only once it is   ``incomplete`` (the     ``incomplete``        ``unknown``
+              confirmed at the full per-call limit   check did not finish)   (cut short)
+              in a fresh process (a short probe's
+              timeout is not a finding)
+died          ``termination``                        ``incomplete``          ``unknown``           ``unknown``
+harness_error exit 2, never a FAIL charged to the    exit 2                  exit 2                exit 2
+              target (``HarnessError`` is raised)
+============  =====================================  ======================  ====================  ===============
+
+``diff``'s CrossHair search keeps the differing calls it reported before any end, and
+``verify --workers`` treats a worker like the search itself (its checks are
+``incomplete`` if it does not answer by the deadline plus the minimiser's time).
+
+``harness_error`` means the sandbox itself, not the code in the child, failed: the
+child's side of the protocol raised, a message could not be pickled or unpickled
+(a one-shot function's result included: that function is the harness's own code),
+or the child could not be started.
+
+``InProcessTarget`` is the exception: the target called in the harness's own
+process, for the hypothesis-crosshair backend, with none of these guarantees.
 """
 
 from __future__ import annotations
 
+import ctypes
+import io
+import faulthandler
 import multiprocessing
 import os
 import pickle
 import resource
 import signal
-
-from typing import Any, NamedTuple
+import sys
+import tempfile
+import time
+import traceback
+from multiprocessing.connection import wait as _wait_connections
+from typing import Any, Callable, NamedTuple
 
 from proofs.targets import Target, TargetError, load_callable, signature_problem
 
 DEFAULT_CALL_SECONDS = 1.0
 DEFAULT_MEMORY_BYTES = 2 * 2**30
+ENGINE_MEMORY_BYTES = 6 * 2**30  # CrossHair and Z3 children: a solver needs room, but not the machine
 LOAD_SECONDS = 10.0
-DEFAULT_SHAPE = (([], 1, True), "schedule(jobs, slots, continuous)")  # the chapter's model
+DEFAULT_SHAPE = (([], 1, True), "schedule(jobs, slots, continuous)")  # the chapter's model: example arguments, how a call is written
+OUTPUT_CHARS = 20_000  # of captured output, the last ones kept
+
+RETURNED, RAISED, TIMED_OUT, DIED, HARNESS_ERROR = "returned", "raised", "timed_out", "died", "harness_error"
+KINDS = (RETURNED, RAISED, TIMED_OUT, DIED, HARNESS_ERROR)
+OUTPUTS = ("devnull", "capture")
+
+# True in a sandbox child: the children it starts stay in its process group, so that
+# killing that group (which its own parent does, at its deadline or its end) kills them too
+_state = {"nested": False}
+
+
+class HarnessError(RuntimeError):
+    """The sandbox (not the code it ran) failed: schedcheck's own error, exit 2, never a finding."""
 
 
 class Outcome(NamedTuple):
-    """What one call of the target did."""
+    """What one run in a child did: one of ``KINDS`` and what came with it."""
 
-    kind: str  # "returned", "raised", "timeout", "died", "unpicklable"
+    kind: str  # one of KINDS
     result: Any = None  # the returned value, for "returned"
-    error: str = ""  # "ValueError: ...", the exit status, or why the result could not be sent
+    error: str = ""  # "ValueError: ...", the exit status, the limit met, why a result could not be sent
     error_type: str = ""  # the exception's class name, for "raised"
-    mutated: bool = False  # the call modified its input
+    mutated: bool = False  # the call modified its input (TargetProcess)
+    partial: tuple = ()  # the values reported before the end (Child)
+    output: str = ""  # the child's captured stdout and stderr (output="capture")
+    seconds: float = 0.0  # wall-clock time from start to outcome (Child)
+    traceback: str = ""  # for "raised" and "harness_error", where it is known
+
+    @property
+    def sendable(self) -> bool:
+        """A returned value that reached the caller (False: it could not be pickled back)."""
+        return self.kind == RETURNED and not self.error
 
 
-def _child(connection, target: Target, memory_bytes: int, shape: tuple) -> None:
-    """The child's loop: load the target, then answer calls until the pipe closes."""
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
+# --- the process group, the memory cap, the output -------------------------------------------
+
+
+def _memory_limit(memory_bytes: int | None) -> int | None:
+    """The RLIMIT_AS for a child forked now: what this process maps plus ``memory_bytes``."""
+    if memory_bytes is None:
+        return None
     try:
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    except (ValueError, OSError):
-        pass  # a limit below what is mapped already, or not permitted: run without it
+        with open("/proc/self/statm") as statm:
+            mapped = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        mapped = 0
+    return mapped + memory_bytes
+
+
+def _enter_child(memory_limit: int | None, output_fd: int | None) -> None:
+    """In a fresh child: lead a process group of its own (unless nested), die with its parent, cap memory, redirect output."""
+    _die_with_parent()
+    if not _state["nested"]:
+        try:
+            os.setpgid(0, 0)
+        except OSError:
+            pass  # the parent has already made it the leader
+        _state["nested"] = True
+    fd = output_fd if output_fd is not None else os.open(os.devnull, os.O_RDWR)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    for target_fd in (1, 2):
+        os.dup2(fd, target_fd)
+    # Python-level streams too: the harness's own may be replaced (pytest's capture) or buffered
+    sys.stdout = open(1, "w", buffering=1, closefd=False, errors="replace")
+    sys.stderr = open(2, "w", buffering=1, closefd=False, errors="replace")
+    if faulthandler.is_enabled():  # its file is the harness's stderr: a crash report goes to ours
+        faulthandler.enable(file=sys.stderr)
+    if memory_limit is not None:
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+        except (ValueError, OSError):
+            pass  # a limit below what is mapped already, or not permitted: run without it
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel (Linux) to SIGKILL this child when its parent dies, so that a harness
+    killed from outside leaves no hung child behind; elsewhere, do without."""
     try:
-        function = load_callable(target)
-    except TargetError as error:
-        connection.send(("load_error", str(error)))
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
         return
-    problem = signature_problem(function, *shape)
-    connection.send(("ready", problem))
-    while True:
+    parent = multiprocessing.parent_process()
+    if parent is not None and os.getppid() != parent.pid:
+        os._exit(1)  # the parent died before the request: nobody waits for this child
+
+
+def _adopt(process) -> None:
+    """In the parent, right after the fork: make the child its group's leader (both sides do, so no race)."""
+    if _state["nested"]:
+        return  # a child of a sandbox child stays in that child's group
+    try:
+        os.setpgid(process.pid, process.pid)
+    except OSError:
+        pass  # it has done so itself, or it has exited already
+
+
+def _kill_group(process) -> None:
+    """SIGKILL the child's whole process group (grandchildren too), then reap the child."""
+    if process is None:
+        return
+    if not _state["nested"]:  # a nested child shares our group: it is killed alone (the group dies with ours)
         try:
-            request = connection.recv()
-        except (EOFError, OSError):
-            return
-        before = pickle.dumps(request)
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        if process.exitcode is None:
+            os.kill(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.join(5.0)
+
+
+def _exit_status(code: int | None) -> str:
+    if code is None:
+        return "no exit status"
+    if code < 0:
         try:
-            result = function(*request)
-        except BaseException as error:  # the target may raise anything, SystemExit included
-            connection.send(("raised", type(error).__name__, _describe(error), _changed(before, request)))
-            continue
-        mutated = _changed(before, request)
-        try:
-            connection.send(("returned", result, mutated))
-        except BaseException as error:  # a result that cannot be pickled: lambdas, generators, cycles of locks
-            connection.send(("unpicklable", f"{type(result).__name__}: {_describe(error)}", mutated))
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
 
 
 def _describe(error: BaseException) -> str:
@@ -81,6 +211,89 @@ def _describe(error: BaseException) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
+def _format_traceback(error: BaseException) -> str:
+    try:
+        return "".join(traceback.format_exception(type(error), error, error.__traceback__))[-OUTPUT_CHARS:]
+    except BaseException:  # a hostile exception: its class name will do
+        return type(error).__name__
+
+
+def _read_tail(handle) -> str:
+    if handle is None:
+        return ""
+    try:
+        handle.seek(0, os.SEEK_END)
+        size = handle.tell()
+        handle.seek(max(0, size - 4 * OUTPUT_CHARS))
+        return handle.read().decode("utf-8", "replace")[-OUTPUT_CHARS:]
+    except (OSError, ValueError):
+        return ""
+
+
+# --- the persistent worker of the search -------------------------------------------------------
+
+
+def _serve(connection, target: Target, memory_limit: int | None, shape: tuple = None) -> None:
+    """The worker's loop: load the target, then answer calls until the pipe closes."""
+    _enter_child(memory_limit, None)
+    known = frozenset(sys.modules)  # the modules the harness has too: the target's own are not among them
+    try:
+        function = load_callable(target)
+    except TargetError as error:
+        connection.send(("load_error", str(error)))
+        return
+    connection.send(("ready", signature_problem(function, *(shape or DEFAULT_SHAPE))))
+    while True:
+        try:
+            request = connection.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            connection.send_bytes(_answer(function, request, known))
+        except BaseException as error:  # the sandbox's own side failed: say so, never guess
+            try:
+                connection.send((HARNESS_ERROR, f"the worker failed: {type(error).__name__}: {_describe(error)}",
+                                 _format_traceback(error)))
+            except BaseException:
+                return  # the pipe itself is gone: the parent sees a death
+
+
+class _PlainPickler(pickle.Pickler):
+    """Pickles a dict, list or tuple subclass that only the target's own modules define as its base
+    type: the harness cannot import those modules, and the contract accepts any such subclass."""
+
+    def __init__(self, file, known: frozenset) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.known = known
+
+    def reducer_override(self, obj):
+        if type(obj).__module__ not in self.known:
+            for base in (dict, list, tuple):
+                if isinstance(obj, base):
+                    return base, (base(obj),)
+        return NotImplemented
+
+
+def _dumps(message, known: frozenset) -> bytes:
+    buffer = io.BytesIO()
+    _PlainPickler(buffer, known).dump(message)
+    return buffer.getvalue()
+
+
+def _answer(function, request, known: frozenset = frozenset()) -> bytes:
+    """One call of the target, as the pickled message that answers it."""
+    before = pickle.dumps(request)
+    try:
+        result = function(*request)
+    except BaseException as error:  # the target may raise anything, SystemExit included
+        return pickle.dumps((RAISED, type(error).__name__, _describe(error), _changed(before, request)))
+    mutated = _changed(before, request)
+    try:
+        return _dumps((RETURNED, result, mutated, ""), known)
+    except BaseException as error:  # a result that cannot be pickled: lambdas, generators, cycles of locks
+        return pickle.dumps((RETURNED, None, mutated, f"{type(result).__name__}: {_describe(error)}"))
+
+
 def _changed(before: bytes, request) -> bool:
     try:
         return pickle.dumps(request) != before
@@ -89,17 +302,21 @@ def _changed(before: bytes, request) -> bool:
 
 
 class TargetProcess:
-    """One target in a child process, restarted whenever a call kills it."""
+    """One target in a persistent child serving many calls, restarted whenever a call kills it."""
 
     def __init__(
         self,
         target: Target,
         call_seconds: float = DEFAULT_CALL_SECONDS,
-        memory_bytes: int = DEFAULT_MEMORY_BYTES,
-        shape: tuple = DEFAULT_SHAPE,
+        memory_bytes: int | None = DEFAULT_MEMORY_BYTES,
+        shape: tuple = None,
     ) -> None:
+        if not (isinstance(call_seconds, (int, float)) and call_seconds > 0):
+            raise ValueError(f"call_seconds={call_seconds!r}: expected a number of seconds > 0")
+        if memory_bytes is not None and not (type(memory_bytes) is int and memory_bytes > 0):
+            raise ValueError(f"memory_bytes={memory_bytes!r}: expected an int > 0 or None")
         self.target = target
-        self.shape = shape  # (example arguments, how the call is written) for the signature check
+        self.shape = shape or DEFAULT_SHAPE  # (example arguments, how a call is written) for the signature check
         self.call_seconds = call_seconds
         self.memory_bytes = memory_bytes
         self.calls = 0
@@ -111,8 +328,9 @@ class TargetProcess:
         """Start the child and load the target; raise TargetError if it cannot be loaded."""
         context = multiprocessing.get_context("fork")
         parent_end, child_end = context.Pipe()
-        process = context.Process(target=_child, args=(child_end, self.target, self._memory_limit(), self.shape), daemon=True)
+        process = context.Process(target=_serve, args=(child_end, self.target, _memory_limit(self.memory_bytes), self.shape))
         process.start()
+        _adopt(process)
         child_end.close()
         self._process, self._connection = process, parent_end
         if not parent_end.poll(LOAD_SECONDS):
@@ -130,14 +348,6 @@ class TargetProcess:
             raise TargetError(message[1])
         self.signature_problem = message[1]
 
-    def _memory_limit(self) -> int:
-        try:
-            with open("/proc/self/statm") as statm:
-                mapped = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, ValueError):
-            mapped = 0
-        return mapped + self.memory_bytes
-
     def call(self, *args, seconds: float | None = None) -> Outcome:
         """Call the target once with ``args``, within ``seconds`` (default: the process's per-call limit)."""
         if self._process is None:
@@ -146,37 +356,41 @@ class TargetProcess:
         limit = self.call_seconds if seconds is None else seconds
         try:
             self._connection.send(args)
-        except (BrokenPipeError, OSError):
+        except (BrokenPipeError, ConnectionResetError, EOFError):
             return self._died()
+        except BaseException as error:  # the harness handed over a call it cannot pickle
+            self.close()
+            return Outcome(HARNESS_ERROR, error=f"the call could not be sent: {type(error).__name__}: {_describe(error)}")
         if not self._connection.poll(limit):
             self.close()
-            return Outcome("timeout", error=f"did not return within {limit:g} s")
+            return Outcome(TIMED_OUT, error=f"did not return within {limit:g} s")
         try:
             message = self._connection.recv()
         except (EOFError, OSError):
             return self._died()
         except BaseException as error:  # a result pickled in the child but not loadable here
-            return Outcome("unpicklable", error=f"{type(error).__name__}: {error}")
+            return Outcome(RETURNED, error=f"{type(error).__name__}: {_describe(error)}")
         kind = message[0]
-        if kind == "returned":
-            return Outcome("returned", result=message[1], mutated=message[2])
-        if kind == "raised":
-            return Outcome("raised", error=f"{message[1]}: {message[2]}", error_type=message[1], mutated=message[3])
-        return Outcome("unpicklable", error=message[1], mutated=message[2])
+        if kind == RETURNED:
+            return Outcome(RETURNED, result=message[1], mutated=message[2], error=message[3])
+        if kind == RAISED:
+            return Outcome(RAISED, error=f"{message[1]}: {message[2]}", error_type=message[1], mutated=message[3])
+        self.close()
+        if kind == HARNESS_ERROR:
+            return Outcome(HARNESS_ERROR, error=message[1], traceback=message[2])
+        return Outcome(HARNESS_ERROR, error=f"the worker sent a message of unknown kind {kind!r}")
 
     def _died(self) -> Outcome:
         process = self._process
         process.join(1.0)
         status = _exit_status(process.exitcode)
         self.close()
-        return Outcome("died", error=f"the target's process died ({status})")
+        return Outcome(DIED, error=f"the target's process died ({status})")
 
     def close(self) -> None:
-        """Kill the child (if any); the next call starts a fresh one."""
+        """Kill the child's process group (if any); the next call starts a fresh child."""
         if self._process is not None:
-            if self._process.is_alive():
-                os.kill(self._process.pid, signal.SIGKILL)
-            self._process.join(5.0)
+            _kill_group(self._process)
             self._connection.close()
         self._process = self._connection = None
 
@@ -187,17 +401,223 @@ class TargetProcess:
         self.close()
 
 
-def _exit_status(code: int | None) -> str:
-    if code is None:
-        return "no exit status"
-    if code < 0:
+# --- the one-shot runner --------------------------------------------------------------------------
+
+
+def _run_child(connection, function, args, kwargs, memory_limit, output_fd, partial) -> None:
+    """The one-shot child: run ``function`` once, send every report and then the end."""
+    try:
+        _enter_child(memory_limit, output_fd)
+        if partial:
+            kwargs = dict(kwargs, report=lambda value: connection.send(("partial", value)))
+    except BaseException as error:
+        _send_end(connection, (HARNESS_ERROR, f"the child could not be set up: {type(error).__name__}: "
+                                              f"{_describe(error)}", _format_traceback(error)))
+    else:
         try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
+            result = function(*args, **kwargs)
+        except BaseException as error:  # the code may raise anything, SystemExit included
+            _send_end(connection, (RAISED, type(error).__name__, _describe(error), _format_traceback(error)))
+        else:
+            try:
+                payload = pickle.dumps(result)
+            except BaseException as error:
+                _send_end(connection, (HARNESS_ERROR, f"the result could not be sent back: {type(error).__name__}: "
+                                                      f"{_describe(error)}", ""))
+            else:
+                _send_end(connection, (RETURNED, payload))
+    os._exit(0)  # no atexit handlers or buffered output of the harness inherited by the fork
 
 
+def _send_end(connection, message) -> None:
+    try:
+        connection.send(message)
+        connection.close()
+    except BaseException:  # the parent went away: nothing to tell
+        pass
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:
+        pass
+
+
+class Child:
+    """One run of ``function(*args, **kwargs)`` in a forked child, killed with its group at ``seconds``.
+
+    With ``partial=True`` the function is also given ``report=callable``: every value
+    it reports reaches ``Outcome.partial``, even if the child is killed afterwards.
+    """
+
+    def __init__(
+        self,
+        function: Callable,
+        args: tuple = (),
+        kwargs: dict | None = None,
+        *,
+        seconds: float,
+        memory_bytes: int | None = DEFAULT_MEMORY_BYTES,
+        output: str = "devnull",
+        partial: bool = False,
+    ) -> None:
+        if not callable(function):
+            raise ValueError(f"function={function!r}: expected a callable")
+        if not (isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds > 0):
+            raise ValueError(f"seconds={seconds!r}: expected a number of seconds > 0")
+        if memory_bytes is not None and not (type(memory_bytes) is int and memory_bytes > 0):
+            raise ValueError(f"memory_bytes={memory_bytes!r}: expected an int > 0 or None")
+        if output not in OUTPUTS:
+            raise ValueError(f"output={output!r}: expected one of {OUTPUTS}")
+        self.function, self.args, self.kwargs = function, tuple(args), dict(kwargs or {})
+        self.seconds, self.memory_bytes, self.output, self.partial = seconds, memory_bytes, output, partial
+        self.started = self.deadline = None
+        self.outcome: Outcome | None = None
+        self._reports: list = []
+        self._process = self._connection = self._file = None
+
+    def start(self) -> "Child":
+        """Fork the child; its deadline starts now."""
+        assert self._process is None, "Child.start: already started"
+        self._file = tempfile.TemporaryFile() if self.output == "capture" else None
+        context = multiprocessing.get_context("fork")
+        receive, send = context.Pipe(duplex=False)
+        output_fd = self._file.fileno() if self._file is not None else None
+        self.started = time.monotonic()
+        self.deadline = self.started + self.seconds
+        try:
+            process = context.Process(
+                target=_run_child,
+                args=(send, self.function, self.args, self.kwargs, _memory_limit(self.memory_bytes),
+                      output_fd, self.partial),
+            )
+            process.start()
+        except OSError as error:  # no fork (out of processes or memory): the sandbox failed
+            receive.close()
+            send.close()
+            self._end(Outcome(HARNESS_ERROR, error=f"the child could not be started: {error}"))
+            return self
+        _adopt(process)
+        send.close()
+        self._process, self._connection = process, receive
+        return self
+
+    @property
+    def waitables(self) -> list:
+        """What ``multiprocessing.connection.wait`` can wait on for this child."""
+        if self.outcome is not None or self._process is None:
+            return []
+        return [self._connection, self._process.sentinel]
+
+    def poll(self) -> Outcome | None:
+        """The outcome if the child has ended (or its deadline has passed, and it is killed), else None."""
+        if self.outcome is not None:
+            return self.outcome
+        if self._process is None:
+            self.start()
+            if self.outcome is not None:
+                return self.outcome
+        end = self._drain()
+        if end is not None:
+            return self._finish(end)
+        if self._process.exitcode is not None:
+            end = self._drain()  # a last message may have arrived with the exit
+            return self._finish(end if end is not None else ("__died__",))
+        if time.monotonic() >= self.deadline:
+            end = self._drain()
+            return self._finish(end if end is not None else ("__timed_out__",))
+        return None
+
+    def wait(self) -> Outcome:
+        """Block until the child ends or its deadline passes; return the outcome."""
+        while True:
+            outcome = self.poll()
+            if outcome is not None:
+                return outcome
+            _wait_connections(self.waitables, timeout=max(0.0, min(1.0, self.deadline - time.monotonic())))
+
+    def kill(self, why: str = "stopped by the caller") -> Outcome:
+        """End the child now (if it has not ended); a run stopped early is ``timed_out``."""
+        if self.outcome is None:
+            if self._process is None:
+                return self._end(Outcome(TIMED_OUT, error=f"never started: {why}"))
+            end = self._drain()
+            self._finish(end if end is not None else ("__timed_out__", why))
+        return self.outcome
+
+    def _drain(self):
+        """Read every message waiting on the pipe; return the final one, if it came."""
+        try:
+            while self._connection.poll():
+                message = self._connection.recv()
+                if message[0] == "partial":
+                    self._reports.append(message[1])
+                else:
+                    return message
+        except (EOFError, OSError):
+            return None
+        except BaseException as error:  # a message that cannot be unpickled here
+            return (HARNESS_ERROR, f"a message from the child could not be read: {type(error).__name__}: "
+                                   f"{_describe(error)}", "")
+        return None
+
+    def _finish(self, end) -> Outcome:
+        process = self._process
+        if end[0] in ("__died__",):
+            process.join(1.0)
+        _kill_group(process)  # grandchildren die with it, whatever the child did
+        self._connection.close()
+        seconds = round(time.monotonic() - self.started, 3)
+        kind = end[0]
+        if kind == RETURNED:
+            try:
+                outcome = Outcome(RETURNED, result=pickle.loads(end[1]))
+            except BaseException as error:
+                outcome = Outcome(HARNESS_ERROR, error=f"the result could not be read back: {type(error).__name__}: "
+                                                       f"{_describe(error)}")
+        elif kind == RAISED:
+            outcome = Outcome(RAISED, error=f"{end[1]}: {end[2]}", error_type=end[1], traceback=end[3])
+        elif kind == HARNESS_ERROR:
+            outcome = Outcome(HARNESS_ERROR, error=end[1], traceback=end[2])
+        elif kind == "__timed_out__":
+            why = end[1] if len(end) > 1 else f"did not end within {self.seconds:g} s"
+            outcome = Outcome(TIMED_OUT, error=why)
+        else:
+            outcome = Outcome(DIED, error=f"the child died ({_exit_status(process.exitcode)})")
+        output = _read_tail(self._file)
+        if self._file is not None:
+            self._file.close()
+        return self._end(outcome._replace(output=output, seconds=seconds))
+
+    def _end(self, outcome: Outcome) -> Outcome:
+        self.outcome = outcome._replace(partial=tuple(self._reports))
+        return self.outcome
+
+    def __enter__(self) -> "Child":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.kill()
+
+
+def run_once(function: Callable, *args, seconds: float, memory_bytes: int | None = DEFAULT_MEMORY_BYTES,
+             output: str = "devnull", partial: bool = False, **kwargs) -> Outcome:
+    """Run ``function(*args, **kwargs)`` once in a killable child and return its outcome by ``seconds``."""
+    with Child(function, args, kwargs, seconds=seconds, memory_bytes=memory_bytes, output=output,
+               partial=partial) as child:
+        child.start()
+        return child.wait()
+
+
+def wait_any(children: list[Child], timeout: float) -> None:
+    """Block until one of ``children`` may have ended, its deadline has come, or ``timeout`` has passed."""
+    waitables = [w for child in children for w in child.waitables]
+    if not waitables:
+        return
+    soonest = min(child.deadline for child in children if child.outcome is None)
+    _wait_connections(waitables, timeout=max(0.0, min(timeout, soonest - time.monotonic())))
+
+
+# --- the target in the harness's own process ---------------------------------------------------------
 
 
 class InProcessTarget:
@@ -227,11 +647,11 @@ class InProcessTarget:
         try:
             result = self._function(*args)
         except (KeyboardInterrupt, SystemExit) as error:
-            return Outcome("raised", error=f"{type(error).__name__}: {error}", error_type=type(error).__name__)
+            return Outcome(RAISED, error=f"{type(error).__name__}: {error}", error_type=type(error).__name__)
         except Exception as error:  # the target's failure is a finding, not ours
-            return Outcome("raised", error=f"{type(error).__name__}: {_describe(error)}",
+            return Outcome(RAISED, error=f"{type(error).__name__}: {_describe(error)}",
                            error_type=type(error).__name__, mutated=repr(request) != before)
-        return Outcome("returned", result=result, mutated=repr(request) != before)
+        return Outcome(RETURNED, result=result, mutated=repr(request) != before)
 
     def close(self) -> None:
         pass

@@ -15,6 +15,7 @@ from proofs.cli import mutation as mutation_command
 from proofs.cli import prove as prove_command
 from proofs.cli import verify as verify_command
 from proofs.outcomes import EXIT_CODES_HELP
+from proofs.sandbox import HarnessError
 
 EXIT_CODES = EXIT_CODES_HELP
 
@@ -59,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (| head): nothing left to say
         sys.stderr.close()
         return 1
+    except HarnessError as error:  # the sandbox failed, not the target: never a FAIL
+        print(f"schedcheck: internal error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

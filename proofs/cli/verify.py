@@ -13,7 +13,7 @@ import spec
 from proofs import models
 from proofs.report import ci as ci_reports
 from proofs.counterexample import Counterexample, load, save
-from proofs.sandbox import InProcessTarget, TargetProcess
+from proofs.sandbox import HarnessError, InProcessTarget, TargetProcess
 from proofs.outcomes import FAIL, INCOMPLETE, PASS, UNKNOWN, exit_code
 from proofs.symbolic.bridge import OUTCOMES, ledger
 from proofs.report.text import format_counterexample, summary_line
@@ -190,11 +190,16 @@ def run_verify(args: argparse.Namespace) -> int:
 
                     names = tuple(args.invariant) if args.invariant else None
                     contracts = run_contracts(target, max(1.0, deadline - time.monotonic()), names)
-                    judge = Search(process, time.monotonic() + 30)
+                    # its minimisation ends within the run's OVERRUN_SECONDS too, whatever the target does
+                    judge = Search(process, max(time.monotonic(), deadline) - 2.0)
                     found += to_counterexamples(contracts, judge)
     except TargetError as error:
         progress.clear()
         return _fail_usage(str(error))
+    except HarnessError as error:
+        progress.clear()
+        print(f"schedcheck: internal error: {error}", file=sys.stderr)
+        return 2
     progress.clear()
 
     from proofs.search.engine import budget_to_finish, cut_short

@@ -105,7 +105,7 @@ class DifferentialSearch:
         if not self._differs(call):
             return None  # the difference did not survive the isolated re-run
         old, new = self._sides(call)
-        hang = "timeout" in (old.outcome.kind, new.outcome.kind)
+        hang = "timed_out" in (old.outcome.kind, new.outcome.kind)
         if self.model.is_valid(*call):
             small = self.model.minimize_valid(call, self._differs, self._shrink_seconds(), coarse=hang)
         else:

@@ -14,15 +14,17 @@ What it runs, in order, stopping at the first counterexample (``--all`` goes on)
 4. repeated calls, each in a fresh process and after other calls, rejected ones
    included (``deterministic``);
 5. bad inputs combined at random (``strategies.corrupted_calls``);
-6. for our own impl, the stateful test of the online Scheduler (proofs.search.stateful).
+6. for our own impl, the stateful test of the online Scheduler (proofs.search.stateful),
+   in a sandbox child killed at the deadline (then it is unfinished).
 
 Every check keeps an account (``CheckAccount``): how many calls it tried, how many it
 planned, and whether it ran to its end.  A check that the deadline cut short, or that
 never started, leaves the run ``incomplete`` (never a pass); ``budget_to_finish``
 estimates, from the measured rates, the ``--budget`` that would have finished them.
 
-Bounds: the target runs in a child process with a wall-clock limit per call (a hang
-is a ``termination`` counterexample) and a memory cap; the whole run stops at its
+Bounds: the target runs in a child process (proofs.sandbox) with a wall-clock
+limit per call (a hang is a ``termination`` counterexample once it is confirmed at
+the full limit in a fresh process) and a memory cap; the whole run stops at its
 deadline, and minimisation has a deadline of its own.
 """
 
@@ -42,7 +44,7 @@ from hypothesis import strategies as st
 
 from proofs import models
 from proofs.counterexample import Counterexample
-from proofs.sandbox import TargetProcess
+from proofs.sandbox import HarnessError, TargetProcess, run_once
 from proofs.search.judge import Finding, judge_invalid_call, judge_repeated_call, judge_valid_call
 from proofs.search.database import GuardedDatabase
 
@@ -121,6 +123,15 @@ def budget_to_finish(accounts, budget: float, share: float = 1.0) -> int | None:
 class Found(NamedTuple):
     counterexample: Counterexample
     actual: object  # the target's result on the minimal input, when it returned one
+
+
+def _counted_stateful(module: str, examples: int, seed: int | None) -> tuple:
+    """Run a model's stateful test (``module``'s ``run_stateful``); (failure or None, programs tried)."""
+    import importlib
+
+    programs: list = []
+    failure = importlib.import_module(module).run_stateful(examples, seed, programs=programs)
+    return failure, len(programs)
 
 
 class Search:
@@ -318,14 +329,16 @@ class Search:
         )
 
     def _stateful(self) -> bool:
-        if self.model.name == "serving":
-            from proofs.search.serving_stateful import run_stateful
-        else:
-            from proofs.search.stateful import run_stateful
-
-        programs: list = []
-        failure = run_stateful(self.examples["stateful"], self.seed, programs=programs)
-        self._account.tried = len(programs)
+        """The stateful test in a sandbox child, killed at the run's deadline (it calls our impl in-process)."""
+        module = "proofs.search.serving_stateful" if self.model.name == "serving" else "proofs.search.stateful"
+        seconds = max(1.0, self.deadline - time.monotonic())
+        outcome = run_once(_counted_stateful, module, self.examples["stateful"], self.seed, seconds=seconds)
+        if outcome.kind in ("timed_out", "died"):  # the table of proofs.sandbox: it did not finish
+            return False
+        if outcome.kind != "returned":  # never a finding charged to the target: schedcheck's error, exit 2
+            raise HarnessError(f"the stateful test failed to run: {outcome.error}\n{outcome.traceback}".rstrip())
+        failure, tried = outcome.result
+        self._account.tried = tried
         if failure is not None:
             invariant, message, program = failure
             cex = Counterexample(invariant, ENGINE, "stateful", tuple(self.model.example_call),

@@ -10,7 +10,10 @@ a result is mapped onto them:
 - ValueError on a valid call, or anything but ValueError on an invalid one: ``validation``;
 - the input modified: ``input_unchanged``;
 - a different result for the same call: ``deterministic``;
-- a result: whatever the model's oracle (``spec.check``, ``spec.serving.check``) finds.
+- a result: whatever the model's oracle (``spec.check``, ``spec.serving.check``) finds;
+- a failure of the sandbox itself (``harness_error``): no finding at all, but
+  ``proofs.sandbox.HarnessError``, which ends the run with exit 2 (the table of
+  outcome kinds to verdicts is in proofs.sandbox).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import NamedTuple
 
 import spec
 from proofs import models
-from proofs.sandbox import Outcome, TargetProcess
+from proofs.sandbox import HarnessError, Outcome, TargetProcess
 
 
 class Finding(NamedTuple):
@@ -39,7 +42,8 @@ def _first(findings: list[Finding], model) -> list[Finding]:
 def judge_valid_call(outcome: Outcome, *call, reference: dict | None = None, model=None) -> list[Finding]:
     """The invariants a call inside the domain broke, in the model's registry order ([] if none)."""
     model = model or models.get()
-    if outcome.kind == "timeout":
+    _no_harness_error(outcome)
+    if outcome.kind == "timed_out":
         return [Finding("termination", f"the call {outcome.error}")]
     if outcome.kind == "died":
         return [Finding("termination", outcome.error)]
@@ -50,7 +54,7 @@ def judge_valid_call(outcome: Outcome, *call, reference: dict | None = None, mod
     findings = []
     if outcome.mutated:
         findings.append(Finding("input_unchanged", f"the call modified the caller's {model.parameters[0]}"))
-    if outcome.kind == "unpicklable":
+    if not outcome.sendable:
         findings.append(Finding("well_typed", f"the result is not plain data: {outcome.error}"))
         return _first(findings, model)
     for violation in model.check(call, outcome.result, reference):
@@ -60,13 +64,19 @@ def judge_valid_call(outcome: Outcome, *call, reference: dict | None = None, mod
 
 def judge_invalid_call(outcome: Outcome, rule: str) -> list[Finding]:
     """The invariants a call outside the domain broke: it must raise ValueError and nothing else."""
-    if outcome.kind in ("timeout", "died"):
+    _no_harness_error(outcome)
+    if outcome.kind in ("timed_out", "died"):
         return [Finding("termination", f"an invalid call ({rule}): {outcome.error}")]
     if outcome.kind == "raised":
         if outcome.error_type == "ValueError":
             return []
         return [Finding("validation", f"an invalid call ({rule}) raised {outcome.error}, expected ValueError")]
     return [Finding("validation", f"an invalid call ({rule}) returned a result, expected ValueError")]
+
+
+def _no_harness_error(outcome: Outcome) -> None:
+    if outcome.kind == "harness_error":
+        raise HarnessError(f"the sandbox failed, not the target: {outcome.error}")
 
 
 def _same(first: Outcome, second: Outcome) -> bool:
@@ -80,6 +90,7 @@ def judge_repeated_call(process: TargetProcess, call, model=None) -> list[Findin
     model = model or models.get()
     process.close()  # nothing came before: the next call starts a fresh process
     first = process.call(*call)
+    _no_harness_error(first)
     broken = judge_valid_call(first, *call, model=model)
     if any(f.invariant == "termination" for f in broken):
         return broken

@@ -1,8 +1,9 @@
 """``verify --workers N``: the independent checks of one verify run, spread over N processes.
 
 What it establishes: the same as one Search (proofs.search.engine), for the same
-checks; each check runs in a worker process of its own with its own TargetProcess,
-Search and example database, and the results are merged in the fixed order of
+checks; each check runs in a worker of its own (a child of proofs.sandbox, whose
+process group holds the worker's TargetProcess children too) with its own
+TargetProcess, Search and example database, at most N at once, and the results are merged in the fixed order of
 ``proofs.search.engine.CHECKS``, whatever order the workers finish in.
 
 What it assumes: the checks are independent (each needs only the target, the seed
@@ -10,7 +11,8 @@ and the database), and ``time.monotonic()`` is one clock for every process of th
 machine (true on Linux and macOS), so one absolute deadline bounds them all.
 
 Bounds: the whole run still ends at the deadline (each worker's Search stops there,
-and a worker that does not is ended at the deadline plus the minimiser's 10 s).
+and a worker that does not is killed with its whole group at the deadline plus the
+minimiser's 10 s; its check is then unfinished).
 Without ``--all`` a run reports one counterexample, the first in check order, once
 minimised: when a check finds one, the checks after it are told to stop; the checks
 before it run on, since one of them may find an earlier one.  Saved counterexamples
@@ -22,8 +24,9 @@ from __future__ import annotations
 import multiprocessing
 import sys
 import time
-from queue import Empty
 from typing import NamedTuple
+
+from proofs.sandbox import Child, HarnessError, wait_any
 
 MINIMISE_SECONDS = 10.0  # a worker may overrun the deadline by its minimiser's time, no more
 
@@ -91,41 +94,38 @@ def run_parallel(
         return Merged(replay[1], replay[2], [], list(replay[5]))
 
     checks = plan(stateful)
-    context = multiprocessing.get_context("spawn")  # no inherited locks, threads or open pipes
+    context = multiprocessing.get_context("fork")  # shared with the sandbox's forked children
     first_found = context.Value("i", len(checks))
     warned = context.Value("b", 0)
     tasks = [
         _Task(i, check, target, deadline, stateful, find_all, db, saved_dir, call_seconds, seed, examples, *named)
         for i, check in enumerate(checks)
     ]
-    queue, answers = context.Queue(), context.Queue()
-    for task in tasks:
-        queue.put(task)
-    count = min(workers, len(tasks))
-    for _ in range(count):
-        queue.put(None)
-    # not a Pool: its workers are daemons, and a daemon may not start the target's process
-    processes = [
-        context.Process(target=_worker, args=(queue, answers, first_found, warned), name=f"schedcheck-worker-{n}")
-        for n in range(count)
-    ]
-    for process in processes:
-        process.start()
-    by_index = {}
+    pending, running, by_index = list(tasks), {}, {}
     try:
-        while len(by_index) < len(tasks):
-            left = deadline + MINIMISE_SECONDS - time.monotonic()
-            try:
-                result = answers.get(timeout=max(0.1, left))
-            except Empty:
-                break  # a worker overran the bound of the run: what it found is lost
-            by_index[result[0]] = result
+        while pending or running:
+            while pending and len(running) < workers:
+                task = pending.pop(0)
+                seconds = max(0.1, deadline + MINIMISE_SECONDS - time.monotonic())
+                # no cap here (the worker is the harness): each TargetProcess it starts caps its own child
+                child = Child(_worker, (task, first_found, warned), seconds=seconds, memory_bytes=None, output="capture")
+                running[task.index] = (task, child.start())
+            wait_any([child for _, child in running.values()], timeout=1.0)
+            for index, (task, child) in list(running.items()):
+                outcome = child.poll()
+                if outcome is None:
+                    continue
+                del running[index]
+                if outcome.output:  # the worker's own warnings (the target's output goes to /dev/null)
+                    sys.stderr.write(outcome.output)
+                    sys.stderr.flush()
+                if outcome.kind == "returned":
+                    by_index[index] = outcome.result
+                elif outcome.kind not in ("timed_out", "died"):  # those did not finish: their accounts say so, below  # schedcheck's own failure: exit 2, never a finding
+                    raise HarnessError(f"the worker of check {task.check!r} failed: {outcome.error}")
     finally:
-        for process in processes:
-            process.join(timeout=max(0.0, deadline + MINIMISE_SECONDS - time.monotonic()))
-            if process.is_alive():
-                process.kill()
-                process.join()
+        for _, child in running.values():
+            child.kill()
     results = [by_index[index] for index in sorted(by_index)]
     found, calls, unfinished, accounts = list(replay[1]), replay[2], [], list(replay[5])
     from proofs.search.engine import CheckAccount
@@ -148,12 +148,11 @@ def run_parallel(
     return Merged(found, calls, unfinished, accounts)
 
 
-def _worker(queue, answers, first_found, warned) -> None:
-    """A worker process: run checks from ``queue`` until told to stop (None)."""
+def _worker(task: _Task, first_found, warned):
+    """A worker (a sandbox child): run one check with the shared first-found index."""
     _shared["first_found"] = first_found
     _shared["warned"] = warned
-    while (task := queue.get()) is not None:
-        answers.put(_run_task(task))
+    return _run_task(task)
 
 
 def _warn_once(message: str) -> None:

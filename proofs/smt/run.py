@@ -1,8 +1,10 @@
-"""Run claims under a wall-clock limit that really stops them: one forked child per claim.
+"""Run claims under a wall-clock limit that really stops them: one sandbox child per claim.
 
-What it establishes: a claim's status is what its child process returned before
-its deadline; a child that is still running at the deadline is killed (SIGKILL)
-and the claim is ``unknown``, as is a child that dies without an answer.  Z3's own
+What it establishes: a claim's status is what its child (proofs.sandbox: forked,
+its own process group, memory capped) returned before its deadline; a child that
+is still running at the deadline is killed with its group (SIGKILL) and the claim
+is ``unknown``, as is a child that raises, dies without an answer, or whose sandbox
+fails (the table of proofs.sandbox).  Z3's own
 ``timeout`` parameter is set as well, but only as a hint: it is not always honoured.
 
 Assumptions: a POSIX system with the 'fork' start method (the claims are closures
@@ -12,12 +14,10 @@ over Python objects; nothing is pickled but the result).  Bounds: at most
 
 from __future__ import annotations
 
-import multiprocessing
-import time
-import traceback
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait
 from typing import Callable
+
+from proofs.sandbox import ENGINE_MEMORY_BYTES, Child, wait_any
 
 STATUSES = ("proved", "refuted", "unknown")
 
@@ -37,59 +37,49 @@ class Claim:
     depends: tuple = field(default=())
 
 
-def _child(claim: Claim, conn, budget: float) -> None:
-    try:
-        import z3
+def _prove(claim: Claim, budget: float) -> dict:
+    """In the sandbox's child: run one claim's proof with Z3's own timeout as a hint."""
+    import z3
 
-        z3.set_param("timeout", max(1, int(budget * 1000)))
-        result = claim.run()
-    except Exception:  # report any failure of the proof code as unknown, with the trace
-        result = {"status": "unknown", "counterexample": None, "detail": "error:\n" + traceback.format_exc()}
-    try:
-        conn.send(result)
-    finally:
-        conn.close()
+    z3.set_param("timeout", max(1, int(budget * 1000)))
+    return claim.run()
+
+
+def _result(outcome, budget: float) -> dict:
+    """A claim's result from its child's outcome (the table of proofs.sandbox): anything but a return is unknown."""
+    if outcome.kind == "returned":
+        return outcome.result
+    if outcome.kind == "timed_out":
+        detail = f"killed at the {budget:g} s limit"
+    elif outcome.kind == "raised":
+        detail = "error:\n" + (outcome.traceback or outcome.error)
+    elif outcome.kind == "died":
+        detail = f"the proof process died ({outcome.error})"
+    else:
+        detail = f"harness error: {outcome.error}"
+    return {"status": "unknown", "counterexample": None, "detail": detail}
 
 
 def run_claims(claims: list[Claim], budget: float, workers: int = 2) -> list[dict]:
     """Each claim's row, in the order given; each child is killed at ``budget`` seconds."""
     assert budget > 0, f"budget={budget!r}: expected seconds > 0"
     assert workers >= 1, f"workers={workers!r}: expected an int >= 1"
-    ctx = multiprocessing.get_context("fork")
     rows: list[dict | None] = [None] * len(claims)
     # The slowest kind (product induction) starts first, so the others fill the other workers.
     pending = sorted(range(len(claims)), key=lambda i: claims[i].method != "product induction")
-    running: dict = {}  # conn -> (index, process, started)
+    running: dict[int, Child] = {}
     while pending or running:
         while pending and len(running) < workers:
             index = pending.pop(0)
-            receiver, sender = ctx.Pipe(duplex=False)
-            process = ctx.Process(target=_child, args=(claims[index], sender, budget), daemon=True)
-            process.start()
-            sender.close()
-            running[receiver] = (index, process, time.monotonic())
-        now = time.monotonic()
-        soonest = min(started + budget for _, _, started in running.values())
-        ready = wait(list(running), timeout=max(0.0, soonest - now))
-        now = time.monotonic()
-        for conn in list(running):
-            index, process, started = running[conn]
-            result = None
-            if conn in ready:
-                try:
-                    result = conn.recv()
-                except EOFError:
-                    result = {"status": "unknown", "counterexample": None, "detail": "the proof process died"}
-            elif now - started >= budget:
-                result = {"status": "unknown", "counterexample": None, "detail": f"killed at the {budget:g} s limit"}
-            else:
+            running[index] = Child(_prove, (claims[index], budget), seconds=budget,
+                                   memory_bytes=ENGINE_MEMORY_BYTES).start()
+        wait_any(list(running.values()), timeout=budget)
+        for index, child in list(running.items()):
+            outcome = child.poll()
+            if outcome is None:
                 continue
-            if process.is_alive():
-                process.kill()
-            process.join()
-            conn.close()
-            del running[conn]
-            rows[index] = _row(claims[index], result, now - started)
+            del running[index]
+            rows[index] = _row(claims[index], _result(outcome, budget), outcome.seconds)
     return _apply_dependencies(claims, rows)
 
 

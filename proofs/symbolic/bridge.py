@@ -1,8 +1,10 @@
 """The CrossHair engine inside `schedcheck verify`: isolated, and through the common pipeline.
 
-``run_contracts`` runs ``proofs.symbolic.engine.run_crosshair`` in a forked child
-that loads the target itself (so a target whose import crashes cannot take the
-harness down) and is killed if it overruns its deadline.  ``to_counterexamples``
+``run_contracts`` runs ``proofs.symbolic.engine.run_crosshair`` in a child of
+proofs.sandbox that loads the target itself (so a target whose import crashes cannot
+take the harness down) and is killed with its process group if it overruns its
+deadline; the contracts that ended before a kill keep their results, the others are
+``incomplete``.  ``to_counterexamples``
 then sends every counterexample CrossHair found through the same judging and
 minimisation as Hypothesis's, so the report, JSON and replay look the same whichever
 engine found it.  One-step counterexamples (a pre-state from which one tick of the
@@ -22,25 +24,29 @@ online Scheduler breaks an invariant) are reported with that pre-state.
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import signal
 from dataclasses import asdict
 
 import spec
 from proofs.counterexample import Counterexample
+from proofs.sandbox import ENGINE_MEMORY_BYTES, HarnessError, run_once
 from proofs.search.minimize import minimize_invalid_call
+
 from proofs.targets import Target, TargetError, load_callable
 
 ENGINE = "crosshair"
 WORKERS = 2  # run_crosshair's default on this 2-core machine
+GRACE_SECONDS = 3.0  # past the budget: CrossHair's import in the child, and the last contract's kill
+STARTUP_SECONDS = 2.0  # the engine child's start: importing CrossHair, building the contracts
+
 CONFIRMED, BOUNDED, INCOMPLETE, COUNTEREXAMPLE, UNKNOWN = "confirmed", "bounded", "incomplete", "counterexample", "unknown"
 OUTCOMES = (CONFIRMED, BOUNDED, INCOMPLETE, COUNTEREXAMPLE, UNKNOWN)
 
 
 def per_condition_seconds(seconds: float, ours: bool, names=None) -> float:
-    """Each contract's planned time: its share of ``seconds`` so that every contract gets its turn."""
-    return max(1.0, min(20.0, 0.8 * seconds * WORKERS / _contract_count(ours, names)))
+    """Each contract's planned time: its share of ``seconds`` so that every contract gets its turn
+    (after the engine has started: CrossHair is imported in its child first)."""
+    usable = max(1.0, 0.8 * seconds - STARTUP_SECONDS)
+    return max(1.0, min(20.0, usable * WORKERS / _contract_count(ours, names)))
 
 
 def bounds_of(name: str, subject: str) -> str:
@@ -65,7 +71,7 @@ def classify(results: list[dict], planned: float) -> list[dict]:
         raw = str(result["outcome"])
         row = dict(result, engine_outcome=raw, planned_seconds=round(planned, 2),
                    bounds=bounds_of(result["name"], result["subject"]))
-        if raw in (CONFIRMED, COUNTEREXAMPLE, UNKNOWN):
+        if raw in (CONFIRMED, COUNTEREXAMPLE, UNKNOWN, INCOMPLETE):
             row["outcome"] = raw
         elif raw.startswith("no counterexample within"):
             seconds = float(result.get("seconds") or 0.0)
@@ -96,47 +102,57 @@ def _contract_count(ours: bool, names) -> int:
     return 2 * (len(spec.STATE_INVARIANTS) + 1) + 3
 
 
-def _child(connection, target: Target, seconds: float, per_condition: float, names) -> None:
-    os.setpgrp()  # one process group with the engine's workers, killed together
+def _engine(target: Target, seconds: float, per_condition: float, names, report) -> tuple:
+    """In the sandbox's child: load the target and run every contract, reporting each as it ends."""
     from proofs.symbolic.engine import run_crosshair
 
     try:
         function = None if target.is_default else load_callable(target)
-        # our impl's step first: it is the thing under check (spec.step is Z3's too)
-        subjects = ("impl.Scheduler.step", "spec.step", "schedule") if target.is_default else None
-        results = run_crosshair(
-            function, budget_seconds=seconds, per_condition_seconds=per_condition, subjects=subjects, names=names
-        )
-        connection.send(("ok", [asdict(result) for result in results]))
     except TargetError as error:
-        connection.send(("error", str(error)))
-    except BaseException as error:  # report the engine's own failure as data, never as a crash
-        connection.send(("error", f"the crosshair engine failed: {type(error).__name__}: {error}"))
+        return ("error", str(error))
+    # our impl's step first: it is the thing under check (spec.step is Z3's too)
+    subjects = ("impl.Scheduler.step", "spec.step", "schedule") if target.is_default else None
+    results = run_crosshair(
+        function, budget_seconds=seconds, per_condition_seconds=per_condition, subjects=subjects, names=names,
+        report=report,
+    )
+    return ("ok", [asdict(result) for result in results])
 
 
 def run_contracts(target: Target, seconds: float, names: tuple[str, ...] | None = None) -> list[dict]:
     """Every contract's result as a dict (name, subject, outcome, seconds, counterexample, message);
-    ``names`` keeps only the contracts of those invariants (our impl's step contracts)."""
+    ``names`` keeps only the contracts of those invariants (our impl's step contracts).
+
+    Ends within ``seconds`` plus ``GRACE_SECONDS``: the engine's child is killed with its
+    whole process group then, and the contracts it had not finished are ``incomplete``."""
     per_condition = per_condition_seconds(seconds, target.is_default, names)
-    context = multiprocessing.get_context("fork")
-    parent_end, child_end = context.Pipe()
-    process = context.Process(target=_child, args=(child_end, target, seconds, per_condition, names), daemon=False)
-    process.start()
-    child_end.close()
-    try:
-        if not parent_end.poll(seconds + 10.0):
-            raise TargetError(f"the crosshair engine did not finish within {seconds + 10.0:g} s")
-        kind, payload = parent_end.recv()
-    except (EOFError, OSError):
-        raise TargetError("the crosshair engine's process died") from None
-    finally:
-        if process.is_alive() or process.exitcode is None:
-            os.killpg(process.pid, signal.SIGKILL)  # the engine's own workers too
-        process.join(5.0)
-        parent_end.close()
-    if kind == "error":
-        raise TargetError(payload)
-    return classify(payload, per_condition)
+    outcome = run_once(_engine, target, seconds, per_condition, names, seconds=seconds + GRACE_SECONDS,
+                       memory_bytes=ENGINE_MEMORY_BYTES, partial=True)
+    if outcome.kind == "returned":
+        kind, payload = outcome.result
+        if kind == "error":
+            raise TargetError(payload)
+        return classify(payload, per_condition)
+    if outcome.kind == "timed_out":
+        return classify(_cut_short(outcome.partial, outcome.seconds), per_condition)
+    if outcome.kind == "raised":
+        raise TargetError(f"the crosshair engine failed: {outcome.error}")
+    if outcome.kind == "died":
+        raise TargetError(f"the crosshair engine's process died ({outcome.error})")
+    raise HarnessError(f"the crosshair engine's sandbox failed: {outcome.error}")
+
+
+def _cut_short(reports: tuple, seconds: float) -> list[dict]:
+    """The contracts that ended before the kill, then every other planned one as ``incomplete``."""
+    planned = next((r["planned"] for r in reports if "planned" in r), None)
+    if planned is None:
+        raise TargetError(f"the crosshair engine did not start its contracts within {seconds:g} s")
+    done = {(r["name"], r["subject"]): r for r in reports if "planned" not in r}
+    return [done.get((name, subject)) or {
+        "name": name, "subject": subject, "outcome": INCOMPLETE, "seconds": 0.0, "counterexample": None,
+        "message": f"the engine was killed at its wall-clock deadline ({seconds:g} s) before this contract "
+                   "ended (not a proof)",
+    } for name, subject in planned]
 
 
 def ledger(results: list[dict]) -> list[str]:
@@ -179,7 +195,8 @@ def to_counterexamples(results: list[dict], search) -> list[tuple[Counterexample
             if findings:
                 wanted = findings[0].invariant
                 small = minimize_invalid_call(
-                    call, lambda c: any(f.invariant == wanted for f in search._invalid(c, "found by crosshair")), 5.0
+                    call, lambda c: any(f.invariant == wanted for f in search._invalid(c, "found by crosshair")),
+                    search._shrink_seconds(),
                 )
                 message = search._invalid(small, "found by crosshair")[0].message
                 found.append((Counterexample(wanted, ENGINE, "validation", small, message, "found by crosshair"), None))

@@ -26,13 +26,12 @@ Assumptions: both targets are deterministic functions of their arguments (a path
 that is not is skipped, as CrossHair's ``on_nondeterminism`` allows); types are
 fixed (ints, a bool; the Hypothesis search covers wrong types).
 
-Bounds and isolation: everything runs in one forked child (POSIX ``fork``) that
-loads both targets itself (proofs.targets.load_callable), puts itself in a new
-process group, and is killed with that whole group at ``seconds`` of wall time, so a
-target that hangs inside CrossHair's exploration (even in C code) costs at most the
-budget.  Each phase gets a share of the budget as CrossHair's own per-condition
+Bounds and isolation: everything runs in one child of proofs.sandbox that loads
+both targets itself (proofs.targets.load_callable), leads a process group of its
+own, and is killed with that whole group at ``seconds`` of wall time, so a target
+that hangs inside CrossHair's exploration (even in C code) costs at most the budget.  Each phase gets a share of the budget as CrossHair's own per-condition
 timeout (CrossHair checks it between paths and overshoots it, hence the halving).
-Calls found before a kill are kept: the child sends them after each phase.
+Calls found before a kill are kept: the child reports them after each phase.
 Nothing runs at import time; CrossHair is imported in the child.
 """
 
@@ -40,12 +39,10 @@ from __future__ import annotations
 
 import ast
 import copy
-import multiprocessing
-import os
-import signal
 import time
 from typing import Callable
 
+from proofs.sandbox import ENGINE_MEMORY_BYTES, HarnessError, run_once
 from proofs.targets import Target
 
 LIMIT = 3  # differing calls returned at most
@@ -60,79 +57,50 @@ def crosshair_differences(old: Target, new: Target, seconds: float, max_jobs: in
     """Up to ``LIMIT`` calls ``(jobs, slots, continuous)`` on which OLD and NEW behave differently.
 
     Never raises for anything the targets or CrossHair do (an import failure, a crash,
-    a hang all end in fewer calls); returns within about ``seconds`` of wall time.
+    a hang all end in fewer calls), only HarnessError if the sandbox itself fails;
+    returns within about ``seconds`` of wall time.
     """
     if not seconds > 0:
         raise ValueError(f"seconds={seconds!r}: expected a number > 0")
     if type(max_jobs) is not int or max_jobs < 0:
         raise ValueError(f"max_jobs={max_jobs!r}: expected an int >= 0")
     deadline = time.monotonic() + seconds
-    context = multiprocessing.get_context("fork")
-    receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(send, old, new, deadline, max_jobs), daemon=False)
-    process.start()
-    send.close()
+    # whatever the end (done, killed at the deadline, died, raised: the table of
+    # proofs.sandbox), the calls reported before it are kept; only the sandbox's own failure is an error
+    outcome = run_once(_explore, old, new, deadline, max_jobs, seconds=seconds,
+                       memory_bytes=ENGINE_MEMORY_BYTES, partial=True)
+    if outcome.kind == "harness_error":
+        raise HarnessError(f"the crosshair diff's sandbox failed: {outcome.error}")
     found: list[tuple] = []
-    try:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not receive.poll(min(remaining, 1.0)):
-                if remaining <= 0 or process.exitcode is not None and not receive.poll():
-                    break
-                continue
-            try:
-                kind, payload = receive.recv()
-            except (EOFError, OSError):
-                break  # the child died (os._exit in a target, say): keep what came before
-            if kind == "done":
-                break
-            for call in payload:
-                if call not in found and len(found) < LIMIT:
-                    found.append(call)
-    finally:
-        _kill_group(process)
-        receive.close()
+    for calls in outcome.partial:
+        for call in calls:
+            if call not in found and len(found) < LIMIT:
+                found.append(call)
     return found
-
-
-def _kill_group(process) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)  # the child and anything a target started
-    except (ProcessLookupError, PermissionError):
-        pass
-    process.join(timeout=5)
 
 
 # --- in the child --------------------------------------------------------------------------------
 
 
-def _child(connection, old: Target, new: Target, deadline: float, max_jobs: int) -> None:
-    os.setpgrp()
-    try:
-        from proofs.targets import load_callable
+def _explore(old: Target, new: Target, deadline: float, max_jobs: int, report) -> None:
+    """In the sandbox's child: one diff phase after another, reporting the differing calls of each."""
+    from proofs.targets import load_callable
 
-        functions = (load_callable(old), load_callable(new))
-        phases = [("any", min(VALIDATION_JOBS, max_jobs))] + [("valid", n) for n in range(max_jobs + 1)]
-        weights = [3.0] + [1.0 + n for n in range(max_jobs + 1)]
-        found: list[tuple] = []
-        for index, (domain, n) in enumerate(phases):
-            remaining = deadline - time.monotonic()
-            share = remaining * weights[index] / sum(weights[index:])
-            if share < 0.2:
-                break
-            calls = [c for c in _diff_phase(functions, domain, n, share / 2) if c not in found]
-            calls = [c for c in calls if _differs_concretely(functions, c)][: LIMIT - len(found)]
-            found += calls
-            connection.send(("calls", calls))
-            if len(found) >= LIMIT:
-                break
-    except BaseException:  # noqa: BLE001  a target failed to load, or CrossHair failed: found what we found
-        pass
-    try:
-        connection.send(("done", None))
-    finally:
-        connection.close()
-        os._exit(0)  # skip the inherited harness's atexit handlers and buffered output
+    functions = (load_callable(old), load_callable(new))
+    phases = [("any", min(VALIDATION_JOBS, max_jobs))] + [("valid", n) for n in range(max_jobs + 1)]
+    weights = [3.0] + [1.0 + n for n in range(max_jobs + 1)]
+    found: list[tuple] = []
+    for index, (domain, n) in enumerate(phases):
+        remaining = deadline - time.monotonic()
+        share = remaining * weights[index] / sum(weights[index:])
+        if share < 0.2:
+            break
+        calls = [c for c in _diff_phase(functions, domain, n, share / 2) if c not in found]
+        calls = [c for c in calls if _differs_concretely(functions, c)][: LIMIT - len(found)]
+        found += calls
+        report(calls)
+        if len(found) >= LIMIT:
+            break
 
 
 def _number(bits, low: int):

@@ -11,18 +11,20 @@ Each contract gets one outcome, and only CrossHair's own verdict decides it:
 
 - ``confirmed``: CrossHair reported the condition confirmed over all paths (it
   exhausted every path of the bounded domain of ``proofs.symbolic.contracts``);
-- ``no counterexample within N s``: the search stopped (per-condition timeout, or
-  the child was killed at the wall-clock deadline) with nothing found.  Never a proof;
+- ``no counterexample within N s``: CrossHair's own per-condition timeout stopped
+  the search with nothing found.  Never a proof;
+- ``incomplete``: the contract's child was killed at its wall-clock deadline (the
+  sandbox's ``timed_out``).  Never a pass;
 - ``counterexample``: CrossHair found an input that breaks the contract, and a
   concrete re-run reproduced it; ``counterexample`` holds the plain input;
 - ``unknown``: nothing was checked or the finding did not reproduce (CrossHair could
   not meet the precondition in time, a contract could not be parsed, the child
-  crashed).  Never a pass.
+  crashed or died, the sandbox failed).  Never a pass.
 
 Assumptions and bounds: those of ``proofs.symbolic.contracts`` (at most 3 jobs, job k has id
 k in the step contracts, small slots; one step, not a whole run).  Every contract
-runs in a forked child process (POSIX ``fork``) that is killed at its wall-clock
-deadline, so a stuck solver cannot hang the caller; ``per_condition_seconds`` is
+runs in a child of proofs.sandbox (forked, its own process group, memory capped)
+that is killed at its wall-clock deadline, so a stuck solver cannot hang the caller; ``per_condition_seconds`` is
 CrossHair's own (CPU-time) per-condition limit and ``budget_seconds`` bounds the
 whole call.  Contracts not started before the budget runs out are reported as
 ``no counterexample within 0 s``.  Nothing runs at import time; CrossHair is
@@ -33,15 +35,15 @@ from __future__ import annotations
 
 import ast
 import inspect
-import multiprocessing
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Callable, Optional
 
 CONFIRMED = "confirmed"
 COUNTEREXAMPLE = "counterexample"
 UNKNOWN = "unknown"
+INCOMPLETE = "incomplete"  # the contract's child was killed at its wall-clock deadline: cut short, never a pass
 
 
 def no_counterexample_within(seconds: float) -> str:
@@ -55,7 +57,7 @@ class ContractResult:
 
     name: str  # an invariant name, "reachable_shape", "validation" or "check"
     subject: str  # "spec.step" | "impl.Scheduler.step" | "schedule"
-    outcome: str  # "confirmed" | "no counterexample within N s" | "counterexample" | "unknown"
+    outcome: str  # "confirmed" | "no counterexample within N s" | "counterexample" | "incomplete" | "unknown"
     seconds: float  # wall-clock time spent on this contract
     counterexample: Any  # plain data, or None
     message: str
@@ -75,6 +77,7 @@ def run_crosshair(
     subjects: tuple[str, ...] | None = None,
     workers: int | None = None,
     with_check: bool = True,
+    report: Callable[[dict], None] | None = None,
 ) -> list[ContractResult]:
     """Run the CrossHair contracts and return one result per contract, in contract order.
 
@@ -83,7 +86,8 @@ def run_crosshair(
     A callable ``target`` is an external ``schedule``: its validation and, if
     ``with_check``, its results against ``spec.check``.  ``names`` keeps only the
     contracts with those names; ``subjects`` only those subjects.  ``workers`` children
-    run at once (default: up to 2, never more than the CPUs).
+    run at once (default: up to 2, never more than the CPUs).  ``report``, if given, is
+    called with each result (as a dict) as soon as its contract ends.
     """
     if budget_seconds <= 0 or per_condition_seconds <= 0:
         raise ValueError(
@@ -101,72 +105,47 @@ def run_crosshair(
     else:
         todo = [c for c in C.schedule_contracts(target, with_check=with_check) if names is None or c.name in names]
     workers = workers or max(1, min(2, os.cpu_count() or 1))
+    if report is not None:
+        report({"planned": [(c.name, c.subject) for c in todo]})
     import crosshair.core_and_libs  # noqa: F401  imported once here, so the forked children start warm
 
-    return _run_all(todo, budget_seconds, per_condition_seconds, workers)
+    return _run_all(todo, budget_seconds, per_condition_seconds, workers, report)
 
 
-# --- running contracts in killable children ----------------------------------------------------
+# --- running contracts in killable children (proofs.sandbox) -----------------------------------
 
 
-@dataclass
-class _Running:
-    index: int
-    process: Any
-    conn: Any
-    started: float
-    deadline: float
+def _run_all(todo: list, budget: float, per_condition: float, workers: int, report=None) -> list[ContractResult]:
+    from proofs.sandbox import ENGINE_MEMORY_BYTES, Child, wait_any
 
-
-def _run_all(todo: list, budget: float, per_condition: float, workers: int) -> list[ContractResult]:
-    context = multiprocessing.get_context("fork")
     overall_deadline = time.monotonic() + budget
     results: list[Optional[ContractResult]] = [None] * len(todo)
     pending = list(range(len(todo)))
-    running: list[_Running] = []
+    running: dict[int, Child] = {}
     slack = 3.0 + _per_path(per_condition)  # CrossHair checks its (CPU-time) limit between paths; replay needs a little more
     while pending or running:
         now = time.monotonic()
         while pending and len(running) < workers and now < overall_deadline:
             index = pending.pop(0)
-            receive, send = context.Pipe(duplex=False)
-            process = context.Process(target=_child, args=(todo[index], per_condition, send), daemon=True)
-            process.start()
-            send.close()
-            running.append(_Running(index, process, receive, now, min(now + per_condition + slack, overall_deadline)))
+            seconds = max(0.1, min(per_condition + slack, overall_deadline - now))
+            running[index] = Child(_analyse, (todo[index], per_condition), seconds=seconds,
+                                   memory_bytes=ENGINE_MEMORY_BYTES).start()
         if not running:
             break  # the budget is spent: the rest are reported below
-        _wait_any(running)
-        now = time.monotonic()
-        for job in list(running):
-            payload = None
-            if job.conn.poll():
-                try:
-                    payload = job.conn.recv()
-                except EOFError:
-                    payload = {"outcome": UNKNOWN, "message": f"the CrossHair child exited with code {job.process.exitcode}"}
-            elif job.process.exitcode is not None and not job.conn.poll():
-                payload = {"outcome": UNKNOWN, "message": f"the CrossHair child exited with code {job.process.exitcode}"}
-            elif now >= job.deadline:
-                job.process.kill()
-                payload = {
-                    "outcome": no_counterexample_within(round(now - job.started, 1)),
-                    "message": "stopped at the wall-clock deadline with no counterexample found (not a proof)",
-                }
-            if payload is None:
+        wait_any(list(running.values()), timeout=1.0)
+        for index, child in list(running.items()):
+            outcome = child.poll()
+            if outcome is None:
                 continue
-            running.remove(job)
-            job.process.join(timeout=5)
-            job.conn.close()
-            contract = todo[job.index]
-            results[job.index] = ContractResult(
-                contract.name,
-                contract.subject,
-                payload["outcome"],
-                round(time.monotonic() - job.started, 2),
-                payload.get("counterexample"),
-                payload["message"],
+            del running[index]
+            payload = _payload(outcome)
+            contract = todo[index]
+            results[index] = ContractResult(
+                contract.name, contract.subject, payload["outcome"], round(outcome.seconds, 2),
+                payload.get("counterexample"), payload["message"],
             )
+            if report is not None:
+                report(asdict(results[index]))
     for index in pending:
         contract = todo[index]
         results[index] = ContractResult(
@@ -176,27 +155,23 @@ def _run_all(todo: list, budget: float, per_condition: float, workers: int) -> l
     return [result for result in results if result is not None]
 
 
+def _payload(outcome) -> dict:
+    """A contract's outcome from its child's (the table of proofs.sandbox): killed is incomplete, the rest unknown."""
+    if outcome.kind == "returned":
+        return outcome.result
+    if outcome.kind == "timed_out":
+        return {"outcome": INCOMPLETE,
+                "message": f"killed at the wall-clock deadline after {outcome.seconds:.1f} s "
+                           "with no counterexample found (not a proof)"}
+    if outcome.kind == "raised":
+        return {"outcome": UNKNOWN, "message": f"the CrossHair run raised {outcome.error}"}
+    if outcome.kind == "died":
+        return {"outcome": UNKNOWN, "message": f"the CrossHair child died: {outcome.error}"}
+    return {"outcome": UNKNOWN, "message": f"the sandbox failed (harness error): {outcome.error}"}
+
+
 def _per_path(per_condition: float) -> float:
     return min(per_condition, max(1.0, per_condition / 4))
-
-
-def _wait_any(running: list[_Running]) -> None:
-    from multiprocessing.connection import wait
-
-    timeout = max(0.0, min(job.deadline for job in running) - time.monotonic())
-    wait([job.conn for job in running] + [job.process.sentinel for job in running], timeout=min(timeout, 1.0))
-
-
-def _child(contract, per_condition: float, conn) -> None:
-    """In the forked child: analyse one contract and send back a plain payload."""
-    try:
-        payload = _analyse(contract, per_condition)
-    except BaseException as error:  # report whatever went wrong instead of dying silently
-        payload = {"outcome": UNKNOWN, "message": f"the CrossHair run raised {error!r}"}
-    try:
-        conn.send(payload)
-    finally:
-        conn.close()
 
 
 def _analyse(contract, per_condition: float) -> dict:
