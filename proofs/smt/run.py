@@ -19,22 +19,27 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import Callable
 
-STATUSES = ("proved", "refuted", "unknown")
+from proofs import outcomes
+
+# A claim's status; only ``proved`` is a pass.  ``vacuous``: its hypotheses are unsatisfiable.
+STATUSES = ("proved", "refuted", "unknown", "vacuous")
 
 
 @dataclass(frozen=True)
 class Claim:
     """One row of the ledger: a name, how it is proved, its bound, and the function that proves it.
 
-    ``run()`` returns {"status": ..., "counterexample": ..., "detail": ...}.
+    ``run()`` returns {"status": ..., "counterexample": ..., "detail": ..., "hypotheses": "yes"/"no"/"unknown"}.
     ``depends`` names the rows this proof assumes (the strengthening invariants):
-    a row counts as proved only when every row it depends on is proved too."""
+    a row counts as proved only when every row it depends on is proved too.
+    ``refuted_by`` names the mutant under which Z3 refutes the claim."""
 
     claim: str
     method: str
     bound: str
     run: Callable[[], dict]
     depends: tuple = field(default=())
+    refuted_by: str | None = None
 
 
 def _child(claim: Claim, conn, budget: float) -> None:
@@ -101,6 +106,8 @@ def _row(claim: Claim, result: dict, seconds: float) -> dict:
         "status": status,
         "method": claim.method,
         "bound": claim.bound,
+        "hypotheses_satisfiable": result.get("hypotheses", "unknown"),
+        "refuted_by": claim.refuted_by,
         "seconds": round(seconds, 2),
         "counterexample": result.get("counterexample"),
         "detail": result.get("detail"),
@@ -125,14 +132,15 @@ def _apply_dependencies(claims: list[Claim], rows: list[dict]) -> list[dict]:
 
 
 def verdict(rows: list[dict]) -> str:
-    """'pass' exactly when every row is proved; unknown is never a pass."""
-    return "pass" if rows and all(row["status"] == "proved" for row in rows) else "fail"
+    """The ledger's verdict (``proofs.outcomes``): pass exactly when every row is proved, fail when one is refuted, else unknown."""
+    if not rows:
+        return outcomes.UNKNOWN
+    return outcomes.combine(
+        outcomes.PASS if row["status"] == "proved" else outcomes.FAIL if row["status"] == "refuted" else outcomes.UNKNOWN
+        for row in rows
+    )
 
 
 def exit_code(rows: list[dict]) -> int:
-    """0 all proved, 1 something refuted, 2 something unknown (and nothing refuted)."""
-    if any(row["status"] == "refuted" for row in rows):
-        return 1
-    if any(row["status"] != "proved" for row in rows) or not rows:
-        return 2
-    return 0
+    """0 all proved, 1 something refuted, 2 something unknown or vacuous (and nothing refuted)."""
+    return outcomes.exit_code(verdict(rows))
