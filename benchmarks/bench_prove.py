@@ -6,8 +6,9 @@ Every per-job row proves its claim for every n from 1 to N, so a row at bound N
 costs the sum of the single-n checks.  Columns: the per-job rows (every registry
 invariant, the lemmas, the counting identities and step_total) summed and their
 slowest row; termination_ranking; abstraction_refinement; the policy theorem
-(product induction, n = 1..N; left out above --policy-max); whether every row was
-proved.  Each claim runs in its own child process under the budget
+(product induction, n = 1..N; left out above --policy-max); the CPU seconds of
+all these rows together (less sensitive than wall seconds to other work on the
+machine); whether every row was proved.  Each claim runs in its own child process under the budget
 (``proofs.smt.run``), one at a time so that the figures do not depend on the
 other worker.  ``--default`` also times the default ``schedcheck prove`` (two
 workers) end to end.
@@ -16,6 +17,7 @@ workers) end to end.
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -32,7 +34,9 @@ def measure(n: int, budget: float, policy_max: int) -> dict:
               and not c.claim.endswith("(abstraction)")]
     if n > policy_max:
         claims = [c for c in claims if c.method != "product induction"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     rows = {r["claim"]: r for r in z3_run.run_claims(claims, budget, workers=1)}
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     per_job = [r for r in rows.values() if r["claim"] not in SINGLE]
     policy = rows.get("policy_continuous_starts_no_later")
     return {
@@ -41,6 +45,7 @@ def measure(n: int, budget: float, policy_max: int) -> dict:
         "termination": rows["termination_ranking"]["seconds"],
         "refinement": rows["abstraction_refinement"]["seconds"],
         "policy": None if policy is None else policy["seconds"],
+        "cpu": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),
         "all_proved": all(r["status"] == "proved" for r in rows.values()),
     }
 
@@ -61,8 +66,8 @@ def main(argv=None) -> int:
     parser.add_argument("--default", action="store_true", help="also time the default `schedcheck prove`")
     args = parser.parse_args(argv)
     print("| N (every n <= N) | per-job rows, sum (s) | slowest row (s) | termination (s) | refinement (s) "
-          "| policy theorem (s) | all proved |")
-    print("|---|---|---|---|---|---|---|")
+          "| policy theorem (s) | CPU, all rows (s) | all proved |")
+    print("|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
         runs = [measure(n, args.budget, args.policy_max) for _ in range(args.runs)]
 
@@ -72,7 +77,7 @@ def main(argv=None) -> int:
 
         proved = all(r["all_proved"] for r in runs)
         print(f"| {n} | {med('per_job_sum')} | {med('per_job_max')} | {med('termination')} | {med('refinement')} "
-              f"| {med('policy')} | {'yes' if proved else 'NO'} |", flush=True)
+              f"| {med('policy')} | {med('cpu')} | {'yes' if proved else 'NO'} |", flush=True)
     if args.default:
         walls = [default_wall() for _ in range(args.runs)]
         print(f"\ndefault `schedcheck prove`: median {statistics.median(w for w, _ in walls):.1f} s wall over "
