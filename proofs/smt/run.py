@@ -62,8 +62,9 @@ def run_claims(claims: list[Claim], budget: float, workers: int = 2) -> list[dic
     assert workers >= 1, f"workers={workers!r}: expected an int >= 1"
     ctx = multiprocessing.get_context("fork")
     rows: list[dict | None] = [None] * len(claims)
-    # The slowest kind (product induction) starts first, so the others fill the other workers.
-    pending = sorted(range(len(claims)), key=lambda i: claims[i].method != "product induction")
+    # The slowest kinds (product induction, then the refinement) start first, so the others fill the other workers.
+    pending = sorted(range(len(claims)), key=lambda i: (claims[i].method != "product induction",
+                                                        claims[i].method != "abstraction"))
     running: dict = {}  # conn -> (index, process, started)
     while pending or running:
         while pending and len(running) < workers:
