@@ -32,7 +32,7 @@ finds the concrete run shown (breaking the named claim), and with every rule tha
 claim is proved."""
 
 DEFAULT_MAX_JOBS = 16
-DEFAULT_BUDGET = 60.0
+DEFAULT_BUDGET = 120.0
 DEFAULT_POLICY_JOBS = 12
 FIELDS = ("claim", "status", "method", "bound", "hypotheses_satisfiable", "refuted_by", "seconds", "counterexample")
 
