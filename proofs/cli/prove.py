@@ -31,9 +31,9 @@ rule_needed:<rule> rows are proved when BOTH halves hold: without the rule Z3
 finds the concrete run shown (breaking the named claim), and with every rule that
 claim is proved."""
 
-DEFAULT_MAX_JOBS = 16
+DEFAULT_MAX_JOBS = 12
 DEFAULT_BUDGET = 120.0
-DEFAULT_POLICY_JOBS = 12
+DEFAULT_POLICY_JOBS = 8
 FIELDS = ("claim", "status", "method", "bound", "hypotheses_satisfiable", "refuted_by", "seconds", "counterexample")
 
 
