@@ -248,3 +248,18 @@ def test_junit_and_sarif_carry_the_ledger_fields(tmp_path):
     claims = {c["claim"]: c for c in log["runs"][0]["properties"]["claims"]}
     assert claims["fifo_order"]["refuted_by"] == "unsorted_jobs" and claims["fifo_order"]["hypotheses_satisfiable"] == "yes"
     assert claims["step_total"]["bound"] == "n <= 2" and claims["step_total"]["method"] == "witness"
+
+
+@pytest.mark.parametrize("prover", [
+    lambda: z3_claims.prove_total(2), lambda: z3_claims.prove_termination(2), lambda: z3_claims.prove_refinement(2),
+    lambda: z3_claims.prove_jump_is_idle_ticks(2), lambda: z3_claims.prove_policy(2),
+    lambda: z3_claims.prove_by_construction("fifo_order", 2), lambda: z3_claims.prove_placement(2),
+    lambda: z3_claims.prove_worked_example("worked_example_2_static"),
+], ids=["step_total", "termination_ranking", "abstraction_refinement", "jump_is_idle_ticks", "policy", "fifo_order",
+        "every_job_completes_once", "worked_example"])
+def test_every_kind_of_proof_checks_its_hypotheses(monkeypatch, prover):
+    domain = z3_model.domain
+    monkeypatch.setattr(z3_model, "domain", lambda *a, **k: domain(*a, **k) + [z3.BoolVal(False)])
+    z3_model.reset_indicators()
+    result = prover()
+    assert result["status"] == "vacuous" and result["hypotheses"] == "no", result
