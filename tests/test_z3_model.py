@@ -149,28 +149,108 @@ def test_every_registry_state_invariant_has_an_encoding():
     assert [inv.name for inv in spec.STATE_INVARIANTS] == list(M.PREDICATES)
 
 
-@pytest.mark.parametrize("mutant", sorted(M.MUTANTS))
-def test_each_mutant_differs_from_spec_step_somewhere(mutant):
+MUTANT_PROBES = [
+    ([{"id": 0, "arrival": 0, "tokens": 2}, {"id": 1, "arrival": 0, "tokens": 2}], 1, True),
+    ([{"id": 0, "arrival": 0, "tokens": 2}, {"id": 1, "arrival": 0, "tokens": 2}], 1, False),
+    ([{"id": 0, "arrival": 0, "tokens": 1}, {"id": 1, "arrival": 0, "tokens": 2}], 1, False),
+    ([{"id": 0, "arrival": 3, "tokens": 1}], 1, True),
+    ([{"id": 0, "arrival": 0, "tokens": 1}, {"id": 1, "arrival": 0, "tokens": 3}, {"id": 2, "arrival": 0, "tokens": 1}], 2, False),
+    ([{"id": 0, "arrival": 0, "tokens": 3}, {"id": 1, "arrival": 1, "tokens": 1}], 2, True),
+]
+
+
+def mutant_successors(val, mutant, limit=2):
+    """The successor valuations the mutated step allows from ``val`` (at most ``limit``)."""
+    M.reset_indicators()
+    inp = M.make_inputs(len(val["ids"]))
+    s, t = M.make_vars(inp, "s"), M.make_vars(inp, "t")
+    solver = z3.SimpleSolver()
+    solver.add(M.pin(inp, s, val))
+    solver.add(M.trans(inp, s, t, mutant))
+    solver.add(M.indicator_defs())
+    found = []
+    while len(found) < limit and solver.check() == z3.sat:
+        nxt = M.read_frame(solver.model(), inp, t)
+        found.append(M.normalized(nxt))
+        solver.add(z3.Not(z3.And(M.pin(inp, t, nxt, constants=False))))
+    return found
+
+
+@pytest.mark.parametrize("mutant", sorted(set(M.MUTANTS) - set(M.ENCODING_MUTANTS)))
+def test_each_step_mutant_differs_from_spec_step_somewhere(mutant):
     """A mutant that equals spec.step everywhere would make its refutation test meaningless."""
-    calls = [
-        ([{"id": 0, "arrival": 0, "tokens": 2}, {"id": 1, "arrival": 0, "tokens": 2}], 1, True),
-        ([{"id": 0, "arrival": 0, "tokens": 2}, {"id": 1, "arrival": 0, "tokens": 2}], 1, False),
-        ([{"id": 0, "arrival": 0, "tokens": 1}, {"id": 1, "arrival": 0, "tokens": 2}], 1, False),
-        ([{"id": 0, "arrival": 3, "tokens": 1}], 1, True),
-        ([{"id": 0, "arrival": 0, "tokens": 1}, {"id": 1, "arrival": 0, "tokens": 3}, {"id": 2, "arrival": 0, "tokens": 1}], 2, False),
-    ]
     differs = False
-    for call in calls:
+    for call in MUTANT_PROBES:
         for state in reachable_states(*call)[:-1]:
-            M.reset_indicators()
-            val = M.valuation_of_state(state)
-            inp = M.make_inputs(len(val["ids"]))
-            s, t = M.make_vars(inp, "s"), M.make_vars(inp, "t")
-            solver = z3.SimpleSolver()
-            solver.add(M.pin(inp, s, val))
-            solver.add(M.trans(inp, s, t, mutant))
-            solver.add(M.indicator_defs())
-            assert solver.check() == z3.sat
-            got = M.normalized(M.read_frame(solver.model(), inp, t))
-            differs |= got != M.normalized(M.valuation_of_state(spec.step(state)))
+            got = mutant_successors(M.valuation_of_state(state), mutant)
+            differs |= got != [M.normalized(M.valuation_of_state(spec.step(state)))]
     assert differs, f"mutant {mutant} behaves like spec.step on every probe"
+
+
+def test_the_contradictory_step_has_no_successor_anywhere():
+    for call in MUTANT_PROBES:
+        for state in reachable_states(*call)[:-1]:
+            assert mutant_successors(M.valuation_of_state(state), "contradictory_step") == []
+
+
+@pytest.mark.parametrize("mutant", M.ENCODING_MUTANTS)
+def test_each_encoding_mutant_admits_an_input_the_domain_rejects(mutant):
+    M.reset_indicators()
+    inp = M.make_inputs(2)
+    solver = z3.SimpleSolver()
+    solver.add(M.domain(inp, mutant=mutant))
+    solver.add(z3.Not(z3.And(M.domain(inp))))
+    assert solver.check() == z3.sat
+
+
+# --- the policy theorem's timed transition against spec.step ---------------------------------
+
+
+def timed_successors(val, limit=2):
+    """The successor valuations ``timed_trans`` allows from ``val`` (at most ``limit``)."""
+    M.reset_indicators()
+    inp = M.make_inputs(len(val["ids"]))
+    s, t = M.make_vars(inp, "s"), M.make_vars(inp, "t")
+    solver = z3.SimpleSolver()
+    solver.add(M.pin(inp, s, val))
+    solver.add(M.timed_trans(inp, s, t))
+    solver.add(M.indicator_defs())
+    found = []
+    while len(found) < limit and solver.check() == z3.sat:
+        nxt = M.read_frame(solver.model(), inp, t)
+        found.append(M.normalized(nxt))
+        solver.add(z3.Not(z3.And(M.pin(inp, t, nxt, constants=False))))
+    return found
+
+
+def idle(state):
+    return spec.is_terminal(state) or (not state.active and state.waiting[0].arrival > state.clock)
+
+
+def timed_run(state):
+    """spec's run taken one clock tick at a time, as the policy theorem's relation takes it (to the end)."""
+    states = [state]
+    while not spec.is_terminal(state):
+        state = state._replace(clock=state.clock + 1, served=()) if idle(state) else spec.step(state)
+        states.append(state)
+    return states
+
+
+@SETTINGS
+@given(valid_calls())
+def test_timed_trans_is_spec_step_one_tick_at_a_time(call):
+    """A serving state moves as spec.step; an idle or terminal one only advances its clock, with nothing served."""
+    for state in timed_run(spec.initial(*call)):
+        expected_state = state._replace(clock=state.clock + 1, served=()) if idle(state) else spec.step(state)
+        found = timed_successors(M.valuation_of_state(state))
+        assert found == [M.normalized(M.valuation_of_state(expected_state))], f"state {state}: timed_trans gives {found}"
+
+
+@SETTINGS
+@given(valid_calls())
+def test_the_timed_run_has_spec_steps_starts_and_finishes(call):
+    """Idle ticks change nothing but the clock: the timed run serves exactly spec's batches and ends with spec's done."""
+    plain = reachable_states(*call)
+    timed = timed_run(spec.initial(*call))
+    assert [s.served for s in timed if s.served] == [s.served for s in plain if s.served]
+    assert sorted(timed[-1].done) == sorted(plain[-1].done) and timed[-1].busy == plain[-1].busy

@@ -1,9 +1,12 @@
 """The ``schedcheck prove`` subcommand: run every Z3 claim and print the ledger.
 
 What it establishes: the ledger reports, per claim, what ``proofs.smt.claims``
-returned within the wall-clock budget (``proofs.smt.run``).  Exit 0 when every
-claim is proved, 1 when one is refuted, 2 when one is unknown (a timeout is never a
-pass).  Bounds: per-job claims at n = ``--max-jobs``; abstraction claims for any n.
+returned within the wall-clock budget (``proofs.smt.run``): status, method, bound,
+whether its hypotheses are satisfiable, the mutant that refutes it, seconds.  Exit
+codes from ``proofs.outcomes``: 0 when every claim is proved, 1 when one is
+refuted, 2 when one is unknown or vacuous (a timeout is never a pass).  Bounds:
+per-job claims for every n from 1 to ``--max-jobs``; the policy theorem for every
+n from 1 to ``--policy-jobs``.
 """
 
 from __future__ import annotations
@@ -16,15 +19,22 @@ from proofs.report import ci as ci_reports
 HELP_EPILOG = """exit codes:
   0  every claim proved
   1  a claim was refuted (its counterexample is printed)
-  2  usage error, or a claim is unknown (timed out or the solver gave up)
+  2  usage error, or a claim is unknown (timed out, the solver gave up) or vacuous
+     (its hypotheses are unsatisfiable, so its check proves nothing)
+
+columns: claim, status, method (inductive, by construction, witness, one step,
+abstraction, product induction, bounded), bound (n <= N: every n from 1 to N),
+hyp sat (the claim's hypotheses are satisfiable: yes/no), refuted by (the mutant
+of the step or the encoding under which Z3 refutes the claim: --mutant NAME), seconds.
 
 rule_needed:<rule> rows are proved when BOTH halves hold: without the rule Z3
 finds the concrete run shown (breaking the named claim), and with every rule that
 claim is proved."""
 
-DEFAULT_MAX_JOBS = 16
-DEFAULT_BUDGET = 60.0
-DEFAULT_POLICY_JOBS = 12
+DEFAULT_MAX_JOBS = 12
+DEFAULT_BUDGET = 120.0
+DEFAULT_POLICY_JOBS = 8
+FIELDS = ("claim", "status", "method", "bound", "hypotheses_satisfiable", "refuted_by", "seconds", "counterexample")
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -40,14 +50,15 @@ def register(subparsers) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--max-jobs", type=int, default=DEFAULT_MAX_JOBS, metavar="N",
-                        help=f"symbolic jobs for the per-job proofs (default {DEFAULT_MAX_JOBS})")
+                        help=f"the per-job proofs hold for every n from 1 to N jobs (default {DEFAULT_MAX_JOBS})")
     parser.add_argument("--policy-jobs", type=int, default=DEFAULT_POLICY_JOBS, metavar="N",
-                        help=f"symbolic jobs for the policy theorem, at most --max-jobs (default {DEFAULT_POLICY_JOBS})")
+                        help=f"the policy theorem for every n from 1 to N, at most --max-jobs (default {DEFAULT_POLICY_JOBS})")
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET, metavar="S",
                         help=f"wall-clock seconds per claim; a claim still running is killed and unknown (default {DEFAULT_BUDGET:g})")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
     ci_reports.add_output_arguments(parser)
-    parser.add_argument("--mutant", choices=sorted(MUTANTS), help="prove against a deliberately broken step")
+    parser.add_argument("--mutant", choices=sorted(MUTANTS),
+                        help="prove against a deliberately broken step or encoding (the refuted by column names one per row)")
     parser.add_argument("--claims", metavar="SUBSTRING", action="append",
                         help="only the claims whose name contains SUBSTRING (repeatable)")
     parser.add_argument("--workers", type=int, default=2, help="claims proved at once (default 2)")
@@ -79,8 +90,7 @@ def prove(max_jobs: int = DEFAULT_MAX_JOBS, budget: float = DEFAULT_BUDGET, muta
 def as_json(rows: list[dict]) -> dict:
     from proofs.smt.run import verdict
 
-    keys = ("claim", "status", "method", "bound", "seconds", "counterexample")
-    return {"verdict": verdict(rows), "results": [{k: row[k] for k in keys} for row in rows]}
+    return {"verdict": verdict(rows), "results": [{k: row[k] for k in FIELDS} for row in rows]}
 
 
 def _counterexample_lines(row: dict) -> list[str]:
@@ -94,6 +104,8 @@ def _counterexample_lines(row: dict) -> list[str]:
         else:
             lines.append(f"    counterexample: breaks {cex.get('breaks', row['claim'])}")
         lines.append(f"    {cex['call']}")
+        if cex.get("shows"):
+            lines.append(f"    # shows: {cex['shows']}")
         if "after_steps" in cex:
             lines.append(f"    # after {cex['after_steps']} step(s): {json.dumps(cex['state'], sort_keys=True)}")
         if cex.get("served_per_step"):
@@ -106,8 +118,9 @@ def render(rows: list[dict], seconds: bool = True, mutant: str | None = None) ->
     """The printed ledger: one row per claim, seconds last (omitted with seconds=False)."""
     from proofs.smt.run import verdict
 
-    header = ["claim", "status", "method", "bound"] + (["seconds"] if seconds else [])
-    table = [[r["claim"], r["status"], r["method"], r["bound"]] + ([f"{r['seconds']:.2f}"] if seconds else []) for r in rows]
+    header = ["claim", "status", "method", "bound", "hyp sat", "refuted by"] + (["seconds"] if seconds else [])
+    table = [[r["claim"], r["status"], r["method"], r["bound"], r["hypotheses_satisfiable"], r["refuted_by"] or "-"]
+             + ([f"{r['seconds']:.2f}"] if seconds else []) for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *table)]
     out = ["schedcheck prove  engine=z3" + (f"  mutant={mutant}" if mutant else "")]
     out.append("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
@@ -115,10 +128,12 @@ def render(rows: list[dict], seconds: bool = True, mutant: str | None = None) ->
         out.append("  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip())
         if row["status"] != "proved" or row["claim"].startswith("rule_needed:"):
             out += _counterexample_lines(row)
-        if row["status"] == "unknown" and row.get("detail"):
-            out.append(f"    unknown: {row['detail'].splitlines()[0][:300]}")
-    counts = {s: sum(r["status"] == s for r in rows) for s in ("proved", "refuted", "unknown")}
-    out.append(f"verdict: {verdict(rows)}  ({counts['proved']} proved, {counts['refuted']} refuted, {counts['unknown']} unknown)")
+        if row["status"] in ("unknown", "vacuous") and row.get("detail"):
+            out.append(f"    {row['status']}: {row['detail'].splitlines()[0][:300]}")
+    counts = {s: sum(r["status"] == s for r in rows) for s in ("proved", "refuted", "unknown", "vacuous")}
+    by_construction = sum(r["status"] == "proved" and r["method"] == "by construction" for r in rows)
+    out.append(f"verdict: {verdict(rows)}  ({counts['proved']} proved, of which {by_construction} by construction; "
+               f"{counts['refuted']} refuted, {counts['unknown']} unknown, {counts['vacuous']} vacuous)")
     return "\n".join(out)
 
 
@@ -128,6 +143,9 @@ def handle(args: argparse.Namespace) -> int:
 
     if args.max_jobs < 1:
         print(f"schedcheck prove: --max-jobs={args.max_jobs!r}: expected an int >= 1")
+        return 2
+    if args.policy_jobs < 1:
+        print(f"schedcheck prove: --policy-jobs={args.policy_jobs!r}: expected an int >= 1")
         return 2
     if args.budget <= 0:
         print(f"schedcheck prove: --budget={args.budget!r}: expected seconds > 0")

@@ -181,25 +181,31 @@ def _contract_text(contracts: list[dict]) -> str:
     return "\n".join(lines)
 
 
+PROVE_FIELDS = ("status", "method", "bound", "hypotheses_satisfiable", "refuted_by")
+
+
 def _prove_cases(report: dict) -> list[dict]:
     cases = []
     for row in report.get("results", []):
         claim, status = row.get("claim", ""), row.get("status")
-        header = f"{claim}: {status} ({row.get('method')}, {row.get('bound')})"
+        header = (f"{claim}: {status} ({row.get('method')}, {row.get('bound')}, hypotheses satisfiable: "
+                  f"{row.get('hypotheses_satisfiable')}, refuted by mutant {row.get('refuted_by')})")
+        fields = {"properties": {k: str(row.get(k)) for k in PROVE_FIELDS}, "seconds": row.get("seconds")}
         if status == "proved":
-            cases.append({"name": claim, "outcome": "passed"})
+            cases.append({"name": claim, "outcome": "passed", **fields})
         elif status == "refuted":
             cases.append({"name": claim, "outcome": "failure", "type": "refuted",
-                          "message": header, "text": _prove_text(row)})
+                          "message": header, "text": _prove_text(row), **fields})
         else:
             cases.append({"name": claim, "outcome": "error", "type": str(status),
-                          "message": header + ": unknown is never a pass", "text": _prove_text(row)})
+                          "message": header + f": {status} is never a pass", "text": _prove_text(row), **fields})
     return cases
 
 
 def _prove_text(row: dict) -> str:
     claim = row.get("claim", "")
-    lines = [f"{claim}: {row.get('status')}  engine=z3  method={row.get('method')}  bound={row.get('bound')}"]
+    lines = [f"{claim}: {row.get('status')}  engine=z3  method={row.get('method')}  bound={row.get('bound')}  "
+             f"hypotheses_satisfiable={row.get('hypotheses_satisfiable')}  refuted_by={row.get('refuted_by')}"]
     cex = row.get("counterexample")
     if isinstance(cex, dict) and "call" in cex:
         lines.append(f"breaks {cex.get('breaks', claim)}: {cex['call']}")
@@ -317,6 +323,12 @@ def _junit_document(kind: str, title: str, cases: list[dict], seconds, propertie
         ET.SubElement(props, "property", {"name": key, "value": _xml_safe(value)})
     for case in cases:
         element = ET.SubElement(suite, "testcase", {"classname": f"schedcheck.{kind}", "name": _xml_safe(case["name"])})
+        if isinstance(case.get("seconds"), (int, float)):
+            element.set("time", f"{case['seconds']:.3f}")
+        if case.get("properties"):
+            case_props = ET.SubElement(element, "properties")
+            for key, value in case["properties"].items():
+                ET.SubElement(case_props, "property", {"name": key, "value": _xml_safe(value)})
         if case["outcome"] in ("failure", "error"):
             child = ET.SubElement(element, case["outcome"], {"type": _xml_safe(case["type"]), "message": _xml_safe(case["message"])})
             child.text = _xml_safe(case.get("text", ""))
@@ -521,6 +533,8 @@ def _results(kind: str, report: dict, target_text: str | None, save_dir: str, ro
                 + f"replay: schedcheck prove --claims {shlex.quote(str(row.get('claim')))}"
             )
             properties = {"engine": "z3", "claim": row.get("claim"), "method": row.get("method"), "bound": row.get("bound"),
+                          "hypotheses_satisfiable": row.get("hypotheses_satisfiable"), "refuted_by": row.get("refuted_by"),
+                          "seconds": row.get("seconds"),
                           "replay": f"schedcheck prove --claims {shlex.quote(str(row.get('claim')))}"}
             if call:
                 properties["input_repr"] = call
@@ -580,7 +594,12 @@ def sarif_log(kind: str, report: dict, target_text: str | None = None, save_dir:
         if locations:
             result["locations"] = locations
         results.append(result)
-    return _sarif_run(kind, rules, results, _invocation(kind, report), report, target_text, category)
+    log = _sarif_run(kind, rules, results, _invocation(kind, report), report, target_text, category)
+    if kind == "prove":  # every row's ledger fields, proved ones included (results hold only the refuted)
+        log["runs"][0]["properties"]["claims"] = [
+            {k: row.get(k) for k in ("claim",) + PROVE_FIELDS + ("seconds",)} for row in report.get("results", [])
+        ]
+    return log
 
 
 def error_sarif(kind: str, target_text: str | None, message: str, category: str | None = None) -> dict:
@@ -617,7 +636,11 @@ def _invocation(kind: str, report: dict) -> dict:
         unknown = [row for row in report.get("results", []) if row.get("status") not in ("proved", "refuted")]
         if unknown:
             invocation["toolExecutionNotifications"] = [
-                {"level": "warning", "message": {"text": f"{row.get('claim')}: {row.get('status')} (never a pass)"}}
+                {"level": "warning",
+                 "message": {"text": f"{row.get('claim')}: {row.get('status')} (never a pass); method {row.get('method')}, "
+                                     f"bound {row.get('bound')}, hypotheses satisfiable: "
+                                     f"{row.get('hypotheses_satisfiable')}, refuted by mutant {row.get('refuted_by')}"},
+                 "properties": {k: row.get(k) for k in ("claim",) + PROVE_FIELDS + ("seconds",)}}
                 for row in unknown
             ]
     return invocation

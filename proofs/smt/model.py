@@ -42,13 +42,29 @@ import z3
 # The domain rules of spec.domain that the encoding can drop one at a time.
 RULES = ("tokens_integral", "tokens_positive", "arrival_nonnegative", "ids_unique", "slots_positive")
 
-# Broken variants of step: name -> what it does wrong.
+# Broken variants of step: name -> what it does wrong.  Each ledger row names the one
+# under which Z3 refutes it (``proofs.smt.claims``); tests/test_z3_claims.py runs them all.
 MUTANTS = {
     "admit_while_le_slots": "admission runs while active <= slots (one job too many)",
     "finish_one_early": "a job leaves when one token is still to be served",
     "static_admits_into_running_batch": "the static policy admits into a running batch, like continuous",
     "no_jump": "an idle engine does not jump to the next arrival but serves an empty tick",
+    "contradictory_step": "the step definitions carry a contradiction (k == -1): no state has a successor",
+    "admit_past_end": "admission may run past the end of the job list (the bound adm + k <= n is dropped)",
+    "clock_minus_one": "the clock after a tick is tick - 1 instead of tick + 1",
+    "admit_before_arrival": "admission takes jobs that arrive one tick later",
+    "serve_two_tokens": "a tick serves two tokens of every job in the batch",
+    "jump_one_late": "an idle engine jumps to one tick after the next arrival",
+    "admit_one_per_tick": "at most one job is admitted per tick",
+    "served_keeps_previous": "the served set keeps the jobs of the previous tick",
+    "continuous_admits_a_tick_late": "under continuous batching a job is admitted one tick after it arrives",
+    # mutants of the encoding rather than of the step:
+    "unsorted_jobs": "the encoding does not keep the jobs in FIFO order by (arrival, id)",
+    "duplicate_ids": "the encoding does not require distinct ids",
 }
+
+# The mutants that change the encoding's domain (the representation), not the step.
+ENCODING_MUTANTS = ("unsorted_jobs", "duplicate_ids")
 
 
 @dataclass(frozen=True)
@@ -229,12 +245,15 @@ def sorted_jobs(inp: Inputs) -> list:
     ]
 
 
-def domain(inp: Inputs, drop: str | None = None) -> list:
-    """The rules of spec.domain as constraints on the constants, minus ``drop``.
+def domain(inp: Inputs, drop: str | None = None, mutant: str | None = None) -> list:
+    """The rules of spec.domain as constraints on the constants, minus ``drop`` (and as an encoding mutant has them).
 
     ``tokens_integral`` is carried by the sort: dropping it means Real tokens
     (``make_inputs(real_tokens=True)``); with Int tokens it is a no-op here."""
     assert drop is None or drop in RULES, f"drop={drop!r}: expected one of {RULES}"
+    assert mutant is None or mutant in MUTANTS, f"mutant={mutant!r}: expected one of {sorted(MUTANTS)}"
+    if mutant == "duplicate_ids":
+        drop = drop or "ids_unique"
     assert (drop == "tokens_integral") == inp.real_tokens, (
         f"drop={drop!r} with real_tokens={inp.real_tokens!r}: Real tokens exactly when the integer rule is dropped"
     )
@@ -248,7 +267,7 @@ def domain(inp: Inputs, drop: str | None = None) -> list:
             rules.append(inp.tok[i] >= 1)
     if drop != "ids_unique" and inp.n > 1:
         rules.append(z3.Distinct(*inp.ids))
-    return rules + sorted_jobs(inp)
+    return rules + ([] if mutant == "unsorted_jobs" else sorted_jobs(inp))
 
 
 # --- init and trans --------------------------------------------------------------------
@@ -270,7 +289,9 @@ class StepTerms:
     ``k`` (how many jobs this tick admits) is a fresh variable that ``defs`` pins to
     its one value: the largest prefix of the waiting suffix that fits the free
     slots and has arrived.  Admission then is the interval [adm, adm + k), so no
-    count over jobs is needed to say which jobs enter."""
+    count over jobs is needed to say which jobs enter.  ``witness`` is that value
+    written out by ``admission_witness`` (``proofs.smt.claims`` proves it satisfies
+    ``defs``: the step is total)."""
 
     k: z3.ArithRef
     defs: tuple
@@ -286,6 +307,15 @@ class StepTerms:
     start: tuple
     fin: tuple
     dn: tuple
+    served: tuple  # per job: in the next frame's served set (the batch, unless a mutant says otherwise)
+    gain: tuple  # per job: tokens delivered to it in this tick, as counted by delivered/remaining_work
+    ready: tuple  # per job: counts as arrived at this tick
+    may_admit: z3.BoolRef
+    room: z3.ArithRef
+
+
+# Step mutants under which a tick serves a job more (or less) than one token.
+_TOKEN_MUTANTS = ("finish_one_early", "serve_two_tokens")
 
 
 def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "") -> StepTerms:
@@ -295,22 +325,46 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "") -
     nact = n_active(inp, s)
     head = head_arrival(inp, s)
     jump = z3.And(nact == 0, s.adm < n, head > s.clock)
-    tick = s.clock if mutant == "no_jump" else z3.If(jump, head, s.clock)
+    if mutant == "no_jump":
+        tick = s.clock
+    elif mutant == "jump_one_late":
+        tick = z3.If(jump, head + 1, s.clock)
+    else:
+        tick = z3.If(jump, head, s.clock)
     may_admit = z3.BoolVal(True) if mutant == "static_admits_into_running_batch" else z3.Or(inp.cont, nact == 0)
     room = inp.slots - nact + (1 if mutant == "admit_while_le_slots" else 0)
+    if mutant == "admit_one_per_tick":
+        room = z3.If(room > 1, 1, room)
+    if mutant == "admit_before_arrival":
+        ready = tuple(inp.arr[j] <= tick + 1 for j in range(n))
+    elif mutant == "continuous_admits_a_tick_late":
+        ready = tuple(z3.If(inp.cont, inp.arr[j] <= tick - 1, inp.arr[j] <= tick) for j in range(n))
+    else:
+        ready = tuple(inp.arr[j] <= tick for j in range(n))
     k = z3.Int(f"k_{tag or s.clock}")
     # k is the admission loop's count: it stops at the first waiting job that does not
     # fit (k >= room), has not arrived (arr > tick), or at the end of the queue.
-    defs = [k >= 0, s.adm + k <= n, z3.Implies(z3.Not(may_admit), k == 0), z3.Implies(may_admit, z3.Or(k == 0, k <= room))]
+    defs = [k >= 0, z3.Implies(z3.Not(may_admit), k == 0), z3.Implies(may_admit, z3.Or(k == 0, k <= room))]
+    if mutant != "admit_past_end":
+        defs.append(s.adm + k <= n)
+    if mutant == "contradictory_step":
+        defs.append(k == -1)
     for j in range(n):
-        defs.append(z3.Implies(z3.And(s.adm <= j, j < s.adm + k), inp.arr[j] <= tick))
-        defs.append(z3.Implies(j == s.adm + k, z3.Or(z3.Not(may_admit), k >= room, inp.arr[j] > tick)))
+        defs.append(z3.Implies(z3.And(s.adm <= j, j < s.adm + k), ready[j]))
+        defs.append(z3.Implies(j == s.adm + k, z3.Or(z3.Not(may_admit), k >= room, z3.Not(ready[j]))))
     admit = tuple(z3.And(s.adm <= j, j < s.adm + k) for j in range(n))
     batch = tuple(z3.Or(active(s, i), admit[i]) for i in range(n))
-    left = tuple(z3.If(admit[i], inp.tok[i], s.rem[i]) - 1 for i in range(n))
+    before = tuple(z3.If(admit[i], inp.tok[i], s.rem[i]) for i in range(n))
+    left = tuple(before[i] - (2 if mutant == "serve_two_tokens" else 1) for i in range(n))
     ends = tuple((left[i] <= 1) if mutant == "finish_one_early" else (left[i] == 0) for i in range(n))
     finish = tuple(z3.And(batch[i], ends[i]) for i in range(n))
     n_batch = count(batch)
+    if mutant in _TOKEN_MUTANTS:
+        # what delivered/remaining_work count for the job: all of it when it leaves, else what was served
+        gain = tuple(z3.If(batch[i], z3.If(ends[i], before[i], before[i] - left[i]), 0) for i in range(n))
+    else:
+        gain = tuple(one(b) for b in batch)
+    served = tuple(z3.Or(batch[i], s.srv[i]) for i in range(n)) if mutant == "served_keeps_previous" else batch
     return StepTerms(
         k=k,
         defs=tuple(defs),
@@ -319,14 +373,26 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "") -
         batch=batch,
         n_batch=n_batch,
         finish=finish,
-        clock=tick + 1,
+        clock=tick - 1 if mutant == "clock_minus_one" else tick + 1,
         busy=s.busy + n_batch,
         adm=s.adm + k,
         rem=tuple(z3.If(batch[i], left[i], s.rem[i]) for i in range(n)),
         start=tuple(z3.If(admit[i], tick, s.start[i]) for i in range(n)),
         fin=tuple(z3.If(finish[i], tick + 1, s.fin[i]) for i in range(n)),
         dn=tuple(z3.If(batch[i], ends[i], s.dn[i]) for i in range(n)),
+        served=served,
+        gain=gain,
+        ready=ready,
+        may_admit=may_admit,
+        room=room,
     )
+
+
+def admission_witness(inp: Inputs, s: Vars, terms: StepTerms) -> z3.ArithRef:
+    """The admission count without ``k``: min(free room, waiting jobs that have arrived) when admission is allowed, else 0."""
+    arrived = count(z3.And(s.adm <= j, terms.ready[j]) for j in range(inp.n))
+    room = terms.room
+    return z3.If(z3.And(terms.may_admit, room > 0), z3.If(room < arrived, room, arrived), 0)
 
 
 def equal_to_terms(inp: Inputs, t: Vars, terms: StepTerms) -> list:
@@ -337,7 +403,7 @@ def equal_to_terms(inp: Inputs, t: Vars, terms: StepTerms) -> list:
             t.start[i] == terms.start[i],
             t.fin[i] == terms.fin[i],
             t.dn[i] == terms.dn[i],
-            t.srv[i] == terms.batch[i],
+            t.srv[i] == terms.served[i],
         ]
     return eqs
 
@@ -361,7 +427,7 @@ def trans_or_stutter(inp: Inputs, s: Vars, t: Vars, mutant: str | None = None) -
     return z3.If(is_terminal(inp, s), same, moved)
 
 
-def timed_trans(inp: Inputs, s: Vars, t: Vars) -> z3.BoolRef:
+def timed_trans(inp: Inputs, s: Vars, t: Vars, mutant: str | None = None) -> z3.BoolRef:
     """The same run one clock tick at a time: an idle or terminal state only advances the clock.
 
     ``spec.step`` jumps an idle clock straight to the next arrival; this relation
@@ -377,7 +443,7 @@ def timed_trans(inp: Inputs, s: Vars, t: Vars) -> z3.BoolRef:
         + [t.dn[i] == s.dn[i] for i in range(inp.n)]
         + [z3.Not(t.srv[i]) for i in range(inp.n)]
     )
-    moved = z3.And(equal_to_terms(inp, t, step_terms(inp, s, None, str(t.clock))))
+    moved = z3.And(equal_to_terms(inp, t, step_terms(inp, s, mutant, str(t.clock))))
     return z3.If(idle, same_but_clock, moved)
 
 
@@ -414,8 +480,8 @@ def step_hints(inp: Inputs, s: Vars, t: Vars, terms: StepTerms) -> list:
             one(active(t, i)) == one(terms.batch[i]) - one(terms.finish[i]),
             one(done(t, i)) == one(done(s, i)) + one(terms.finish[i]),
             one(t.srv[i]) == one(terms.batch[i]),
-            del_t == del_s + one(terms.batch[i]),
-            rank_t == rank_i - one(terms.batch[i]),
+            del_t == del_s + terms.gain[i],
+            rank_t == rank_i - terms.gain[i],
         ]
     hints.append(terms.n_batch == total(one(b) for b in terms.batch))
     return hints

@@ -17,24 +17,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from proofs import outcomes
 from proofs.sandbox import ENGINE_MEMORY_BYTES, Child, wait_any
 
-STATUSES = ("proved", "refuted", "unknown")
+# A claim's status; only ``proved`` is a pass.  ``vacuous``: its hypotheses are unsatisfiable.
+STATUSES = ("proved", "refuted", "unknown", "vacuous")
 
 
 @dataclass(frozen=True)
 class Claim:
     """One row of the ledger: a name, how it is proved, its bound, and the function that proves it.
 
-    ``run()`` returns {"status": ..., "counterexample": ..., "detail": ...}.
+    ``run()`` returns {"status": ..., "counterexample": ..., "detail": ..., "hypotheses": "yes"/"no"/"unknown"}.
     ``depends`` names the rows this proof assumes (the strengthening invariants):
-    a row counts as proved only when every row it depends on is proved too."""
+    a row counts as proved only when every row it depends on is proved too.
+    ``refuted_by`` names the mutant under which Z3 refutes the claim."""
 
     claim: str
     method: str
     bound: str
     run: Callable[[], dict]
     depends: tuple = field(default=())
+    refuted_by: str | None = None
 
 
 def _prove(claim: Claim, budget: float) -> dict:
@@ -65,8 +69,9 @@ def run_claims(claims: list[Claim], budget: float, workers: int = 2) -> list[dic
     assert budget > 0, f"budget={budget!r}: expected seconds > 0"
     assert workers >= 1, f"workers={workers!r}: expected an int >= 1"
     rows: list[dict | None] = [None] * len(claims)
-    # The slowest kind (product induction) starts first, so the others fill the other workers.
-    pending = sorted(range(len(claims)), key=lambda i: claims[i].method != "product induction")
+    # The slowest kinds (product induction, then the refinement) start first, so the others fill the other workers.
+    pending = sorted(range(len(claims)), key=lambda i: (claims[i].method != "product induction",
+                                                        claims[i].method != "abstraction"))
     running: dict[int, Child] = {}
     while pending or running:
         while pending and len(running) < workers:
@@ -91,6 +96,8 @@ def _row(claim: Claim, result: dict, seconds: float) -> dict:
         "status": status,
         "method": claim.method,
         "bound": claim.bound,
+        "hypotheses_satisfiable": result.get("hypotheses", "unknown"),
+        "refuted_by": claim.refuted_by,
         "seconds": round(seconds, 2),
         "counterexample": result.get("counterexample"),
         "detail": result.get("detail"),
@@ -115,14 +122,15 @@ def _apply_dependencies(claims: list[Claim], rows: list[dict]) -> list[dict]:
 
 
 def verdict(rows: list[dict]) -> str:
-    """'pass' exactly when every row is proved; unknown is never a pass."""
-    return "pass" if rows and all(row["status"] == "proved" for row in rows) else "fail"
+    """The ledger's verdict (``proofs.outcomes``): pass exactly when every row is proved, fail when one is refuted, else unknown."""
+    if not rows:
+        return outcomes.UNKNOWN
+    return outcomes.combine(
+        outcomes.PASS if row["status"] == "proved" else outcomes.FAIL if row["status"] == "refuted" else outcomes.UNKNOWN
+        for row in rows
+    )
 
 
 def exit_code(rows: list[dict]) -> int:
-    """0 all proved, 1 something refuted, 2 something unknown (and nothing refuted)."""
-    if any(row["status"] == "refuted" for row in rows):
-        return 1
-    if any(row["status"] != "proved" for row in rows) or not rows:
-        return 2
-    return 0
+    """0 all proved, 1 something refuted, 2 something unknown or vacuous (and nothing refuted)."""
+    return outcomes.exit_code(verdict(rows))
