@@ -8,11 +8,21 @@ raises (SystemExit and KeyboardInterrupt included) is caught and reported, as is
 child dying outright (os._exit, a segfault).  The harness sees one of five outcomes.
 
 The child also reports whether the call modified its input, by comparing a pickle
-of the input taken before the call with one taken after.
+of the input taken before the call with one taken after, and if so the jobs as the
+call left them.
+
+The time of a call is the target's own: right after loading the target the child
+freezes the heap it inherited from the harness (``gc.freeze``), so the collector
+never walks the harness's objects during a call.  Before that, a full collection
+inside a call scanned (and copied on write) the whole inherited heap, which on a
+loaded machine took long enough to meet the per-call limit on a correct target.
+Each TargetProcess keeps the calls its current child has answered (``history``), so
+a failure can be replayed on a fresh child after the same calls.
 """
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import pickle
@@ -36,6 +46,7 @@ class Outcome(NamedTuple):
     error: str = ""  # "ValueError: ...", the exit status, or why the result could not be sent
     error_type: str = ""  # the exception's class name, for "raised"
     mutated: bool = False  # the call modified its input
+    jobs_after: Any = None  # when mutated: the jobs as the call left them (None if they cannot be sent)
 
 
 def _child(connection, target: Target, memory_bytes: int) -> None:
@@ -53,6 +64,7 @@ def _child(connection, target: Target, memory_bytes: int) -> None:
         connection.send(("load_error", str(error)))
         return
     problem = signature_problem(function)
+    gc.freeze()  # the harness's heap (and the target's module) is never collected during a call
     connection.send(("ready", problem))
     while True:
         try:
@@ -64,13 +76,14 @@ def _child(connection, target: Target, memory_bytes: int) -> None:
         try:
             result = function(jobs, slots, continuous)
         except BaseException as error:  # the target may raise anything, SystemExit included
-            connection.send(("raised", type(error).__name__, _describe(error), _changed(before, request)))
+            mutated = _changed(before, request)
+            connection.send(("raised", type(error).__name__, _describe(error), mutated, _after(mutated, jobs)))
             continue
         mutated = _changed(before, request)
         try:
-            connection.send(("returned", result, mutated))
+            connection.send(("returned", result, mutated, _after(mutated, jobs)))
         except BaseException as error:  # a result that cannot be pickled: lambdas, generators, cycles of locks
-            connection.send(("unpicklable", f"{type(result).__name__}: {_describe(error)}", mutated))
+            connection.send(("unpicklable", f"{type(result).__name__}: {_describe(error)}", mutated, _after(mutated, jobs)))
 
 
 def _describe(error: BaseException) -> str:
@@ -79,6 +92,17 @@ def _describe(error: BaseException) -> str:
     except BaseException:  # an exception whose __str__ raises
         text = "<unprintable>"
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _after(mutated: bool, jobs):
+    """The jobs as a call left them, when it changed them and they can still be sent; else None."""
+    if not mutated:
+        return None
+    try:
+        pickle.dumps(jobs)
+    except BaseException:  # the target put something unpicklable into its input
+        return None
+    return jobs
 
 
 def _changed(before: bytes, request) -> bool:
@@ -102,6 +126,7 @@ class TargetProcess:
         self.memory_bytes = memory_bytes
         self.calls = 0
         self.signature_problem: str | None = None
+        self.history: list = []  # the calls sent to the current child, oldest first
         self._process = None
         self._connection = None
 
@@ -113,6 +138,7 @@ class TargetProcess:
         process.start()
         child_end.close()
         self._process, self._connection = process, parent_end
+        self.history = []  # a new list: one taken from the old child stays as it was
         if not parent_end.poll(LOAD_SECONDS):
             self.close()
             raise TargetError(f"target {self.target.text!r}: import did not finish within {LOAD_SECONDS:g} s")
@@ -142,6 +168,7 @@ class TargetProcess:
             self.start()
         self.calls += 1
         limit = self.call_seconds if seconds is None else seconds
+        self.history.append((jobs, slots, continuous))
         try:
             self._connection.send((jobs, slots, continuous))
         except (BrokenPipeError, OSError):
@@ -157,10 +184,11 @@ class TargetProcess:
             return Outcome("unpicklable", error=f"{type(error).__name__}: {error}")
         kind = message[0]
         if kind == "returned":
-            return Outcome("returned", result=message[1], mutated=message[2])
+            return Outcome("returned", result=message[1], mutated=message[2], jobs_after=message[3])
         if kind == "raised":
-            return Outcome("raised", error=f"{message[1]}: {message[2]}", error_type=message[1], mutated=message[3])
-        return Outcome("unpicklable", error=message[1], mutated=message[2])
+            return Outcome("raised", error=f"{message[1]}: {message[2]}", error_type=message[1],
+                           mutated=message[3], jobs_after=message[4])
+        return Outcome("unpicklable", error=message[1], mutated=message[2], jobs_after=message[3])
 
     def _died(self) -> Outcome:
         process = self._process
@@ -226,9 +254,11 @@ class InProcessTarget:
         except (KeyboardInterrupt, SystemExit) as error:
             return Outcome("raised", error=f"{type(error).__name__}: {error}", error_type=type(error).__name__)
         except Exception as error:  # the target's failure is a finding, not ours
+            mutated = repr(request) != before
             return Outcome("raised", error=f"{type(error).__name__}: {_describe(error)}",
-                           error_type=type(error).__name__, mutated=repr(request) != before)
-        return Outcome("returned", result=result, mutated=repr(request) != before)
+                           error_type=type(error).__name__, mutated=mutated, jobs_after=jobs if mutated else None)
+        mutated = repr(request) != before
+        return Outcome("returned", result=result, mutated=mutated, jobs_after=jobs if mutated else None)
 
     def close(self) -> None:
         pass

@@ -147,7 +147,7 @@ def run_verify(args: argparse.Namespace) -> int:
     # --engine all: Hypothesis has the first half of the budget, CrossHair the rest
     hypothesis_deadline = started + args.budget / 2 if args.engine == "all" else deadline
     progress = Progress(hypothesis_deadline)
-    found, calls, unfinished, contracts = [], 0, [], []
+    found, calls, unfinished, contracts, flaky = [], 0, [], [], []
     try:
         isolated = args.backend == "hypothesis"
         with (TargetProcess(target, call_seconds=args.call_timeout) if isolated else InProcessTarget(target)) as process:
@@ -168,14 +168,14 @@ def run_verify(args: argparse.Namespace) -> int:
                         call_seconds=args.call_timeout, **options,
                     )
                     found += merged.found
-                    calls, unfinished = merged.calls, merged.unfinished
+                    calls, unfinished, flaky = merged.calls, merged.unfinished, list(merged.flaky)
                 else:
                     search = Search(
                         process, hypothesis_deadline, find_all=args.all, database=database,
                         saved_dir=args.save_dir, progress=progress, backend=args.backend, **options,
                     )
                     found += [(f.counterexample, f.actual) for f in search.run(stateful=target.is_default)]
-                    calls, unfinished = search.calls_tried, search.unfinished
+                    calls, unfinished, flaky = search.calls_tried, search.unfinished, list(search.flaky)
             if args.engine in ("crosshair", "all") and (args.all or not found):
                 from proofs.symbolic.bridge import run_contracts, to_counterexamples
                 from proofs.search.engine import Search
@@ -184,6 +184,7 @@ def run_verify(args: argparse.Namespace) -> int:
                 contracts = run_contracts(target, max(1.0, deadline - time.monotonic()), names)
                 judge = Search(process, time.monotonic() + 30)
                 found += to_counterexamples(contracts, judge)
+                flaky += judge.flaky
     except TargetError as error:
         progress.clear()
         return _fail_usage(str(error))
@@ -199,6 +200,11 @@ def run_verify(args: argparse.Namespace) -> int:
     for cex, actual in found:
         print("\n".join(format_counterexample(cex, actual)))
         print()
+    for entry in flaky:  # seen once, never again: logged, not a counterexample
+        print(f"flaky {entry['invariant']} ({entry['jobs']} jobs): {entry['message']}; not counted")
+        print(f"  {entry['input_repr']}")
+    if flaky:
+        print()
     line = summary_line(verdict, target.text, len(found), calls)
     if contracts:
         outcomes = sorted({c["outcome"].split(" within")[0] for c in contracts})
@@ -207,20 +213,26 @@ def run_verify(args: argparse.Namespace) -> int:
         line += f": CrossHair could not check {len(unknown)} contracts (unknown is not a pass)"
     if unfinished and verdict == "pass":
         line += f" (the budget ran out before {', '.join(sorted(set(unfinished)))} finished)"
+    if flaky:
+        line += f"; {len(flaky)} flaky failure{'s' if len(flaky) > 1 else ''} not counted (they did not reproduce)"
     print(line)
     if args.json or args.junit or args.sarif:
-        report = _write_json(args.json, verdict, target.text, time.monotonic() - started, [cex for cex, _ in found], contracts)
+        report = _write_json(args.json, verdict, target.text, time.monotonic() - started, [cex for cex, _ in found],
+                             contracts, flaky)
         ci_reports.write_outputs(args, "verify", report, target.text)
     return 1 if found else 2 if unknown else 0
 
 
-def _write_json(path: str | None, verdict: str, target: str, seconds: float, counterexamples, contracts=()) -> dict:
+def _write_json(path: str | None, verdict: str, target: str, seconds: float, counterexamples, contracts=(),
+                flaky=()) -> dict:
     report = {
         "verdict": verdict,
         "target": target,
         "seconds": round(seconds, 3),
         "counterexamples": [cex.to_json() for cex in counterexamples],
     }
+    if flaky:
+        report["flaky"] = list(flaky)
     if contracts:
         report["contracts"] = [
             {key: c[key] for key in ("name", "subject", "outcome", "seconds", "message")} for c in contracts

@@ -20,6 +20,13 @@ What it runs, in order, stopping at the first counterexample (``--all`` goes on)
 Bounds: the target runs in a child process with a wall-clock limit per call (a hang
 is a ``termination`` counterexample) and a memory cap; the whole run stops at its
 deadline, and minimisation has a deadline of its own.
+
+A failure is reported only if it reproduces in a fresh process.  One that does not
+(not on the minimised call, not on the original, not as a ``deterministic`` failure)
+is retried once more: a fresh process is given the same calls the failing one had
+answered, then the failing call with a limit ``RETRY_FACTOR`` times larger.  If it
+fails again it is reported (saying so); if not it is flaky: listed in ``flaky`` and
+in the report, never a counterexample, and the search goes on.
 """
 
 from __future__ import annotations
@@ -47,6 +54,8 @@ from proofs.search.strategies import bad_calls, corrupted_calls, valid_calls
 ENGINE = "hypothesis"
 HYPOTHESIS_SHRINK_SECONDS = 0.3  # then the deterministic minimiser takes over
 HANG_PROBE_SECONDS = 0.25  # the limit of one probe while a hang is minimised (then confirmed at the full limit)
+RETRY_FACTOR = 4  # a failure seen once only is retried with this many times the per-call limit
+FLAKY_PER_CHECK = 3  # after this many flaky failures a check stops (and is unfinished)
 CHECKS = ("replay", "validation", "conformance", "deterministic", "metamorphic", "corrupted_validation", "stateful")
 EXAMPLES = {"conformance": 500, "metamorphic": 60, "deterministic": 30, "validation": 200, "stateful": 60}
 
@@ -111,6 +120,8 @@ class Search:
         self.found: list[Found] = []
         self.calls_tried = 0
         self.unfinished: list[str] = []
+        self.flaky: list[dict] = []  # failures seen once that did not reproduce: not counterexamples
+        self._history: list = []  # the calls the failing call's process had answered before it
 
     # -- the run ---------------------------------------------------------------------
 
@@ -265,7 +276,13 @@ class Search:
                 return any(f.invariant == wanted for f in judge(c))
 
             small = minimize_invalid_call(call, fails, self._shrink_seconds())
-            return small, [f for f in judge(small) if f.invariant == wanted][0]
+            for candidate in (small, call):
+                again = [f for f in judge(candidate) if f.invariant == wanted]
+                if again:
+                    return candidate, again[0]
+            self.flaky.append({"invariant": wanted, "jobs": len(call[0]) if isinstance(call[0], (list, tuple)) else 0,
+                               "input_repr": repr(call), "message": "an invalid call failed once, but not again"})
+            return call, None
 
         self._search("validation", corrupted_calls(), judge, minimize, rule="a corrupted input")
 
@@ -310,7 +327,45 @@ class Search:
         for candidate in (small, call):
             if any(f.invariant == "deterministic" for f in self._repeated(candidate)):
                 return self._minimize_repeated(candidate, "deterministic")
-        return call, Finding(wanted, "failed during the search, but not again in a fresh process")
+        again = self._retry(call, wanted, self._history)
+        if again is not None:
+            return call, again
+        return call, None  # flaky: recorded by _retry, not a counterexample
+
+    def _retry(self, call, wanted: str, history: list) -> Finding | None:
+        """The failure once more in a fresh process, after the calls that came before it,
+        with a larger limit; the finding if it fails again, else None (and it is flaky)."""
+        limit = (self.process.call_seconds or 1.0) * RETRY_FACTOR
+        stop = time.monotonic() + self._shrink_seconds()
+        self.process.close()
+        replayed = 0
+        for earlier in history:
+            if time.monotonic() > stop:
+                break
+            self.calls_tried += 1
+            self.process.call(*copy.deepcopy(earlier), seconds=limit)
+            replayed += 1
+        first = [f for f in judge_valid_call(self._last_outcome(call, limit), *call) if f.invariant == wanted]
+        after = f"after the {replayed} calls its process had answered before it" if replayed else "as the first call"
+        if first:
+            return first[0]._replace(message=(
+                f"{first[0].message} (it did not fail again alone in a fresh process, but did in a fresh "
+                f"process {after}, with a {limit:g} s limit)"
+            ))
+        self.flaky.append({
+            "invariant": wanted,
+            "jobs": len(call[0]),
+            "input_repr": Counterexample(wanted, ENGINE, "conformance", *call, "").input_repr(),
+            "message": (
+                f"failed once, but not again in a fresh process: neither alone nor {after} "
+                f"(of {len(history)}) with a {limit:g} s limit"
+            ),
+        })
+        return None
+
+    def _last_outcome(self, call, limit: float):
+        self.calls_tried += 1
+        return self.process.call(*copy.deepcopy(call), seconds=limit)
 
     def _minimize_repeated(self, call, wanted: str):
         def fails(candidate) -> bool:
@@ -319,12 +374,24 @@ class Search:
         small = minimize_valid_call(call, fails, self._shrink_seconds())
         findings = [f for f in self._repeated(small) if f.invariant == wanted]
         if not findings:
-            small, findings = call, [Finding(wanted, "failed once; did not fail again")]
+            small = call
+            findings = [f for f in self._repeated(call) if f.invariant == wanted]
+        if not findings:
+            self.flaky.append({
+                "invariant": wanted, "jobs": len(call[0]),
+                "input_repr": Counterexample(wanted, ENGINE, "deterministic", *call, "").input_repr(),
+                "message": "failed once in the repeated-call check, but not again in fresh processes",
+            })
+            return call, None
         return small, findings[0]
 
     def _search(self, check: str, strategy, judge, minimize, rule: str = "") -> None:
         """Run one Hypothesis search until it fails, runs out of examples or of time."""
+        flaky_before = len(self.flaky)
         while not self._done():
+            if len(self.flaky) - flaky_before >= FLAKY_PER_CHECK:
+                self.unfinished.append(check)  # it keeps failing once and never again: stop here
+                return
             ignore = set(self.known)
             state = {"locked": None, "call": None, "since": None}
             database = GuardedDatabase(self.database) if self.database is not None else None
@@ -348,6 +415,7 @@ class Search:
                     return
                 state["locked"] = state["locked"] or findings[0].invariant
                 state["call"] = copy.deepcopy(call)
+                state["history"] = list(getattr(self.process, "history", [None])[:-1])  # before this call
                 state["since"] = state["since"] or time.monotonic()
                 hanging = findings[0].invariant == "termination" and "did not return" in findings[0].message
                 if hanging or time.monotonic() - state["since"] > HYPOTHESIS_SHRINK_SECONDS:
@@ -383,6 +451,10 @@ class Search:
                     raise
             if state["call"] is None:
                 return
+            self._history = state.get("history") or []
             small, finding = minimize(state["call"], state["locked"])
+            self._history = []
+            if finding is None:
+                continue  # flaky: not a counterexample; search on
             replay_as = "conformance" if check == "metamorphic" else check
             self._record("deterministic" if finding.invariant == "deterministic" else replay_as, small, finding, rule)

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import spec
 from proofs.sandbox import Outcome, TargetProcess
+from spec.observation import COMPLETED_KEYS, RESULT_KEYS
 
 ORDER = {name: index for index, name in enumerate(spec.NAMES)}
 
@@ -47,13 +48,37 @@ def judge_valid_call(outcome: Outcome, jobs, slots, continuous, reference: dict 
         return [Finding("termination", f"a valid call raised {outcome.error} instead of returning a result")]
     findings = []
     if outcome.mutated:
-        findings.append(Finding("input_unchanged", "the call modified the caller's jobs"))
+        findings.append(Finding("input_unchanged", "the call modified the caller's jobs: " + describe_change(jobs, outcome.jobs_after)))
     if outcome.kind == "unpicklable":
         findings.append(Finding("well_typed", f"the result is not plain data: {outcome.error}"))
         return _first(findings)
     for violation in spec.check(jobs, slots, continuous, outcome.result, reference):
         findings.append(Finding(violation.invariant, violation.message, violation, outcome.result))
     return _first(findings)
+
+
+def describe_change(before, after) -> str:
+    """How a call changed its jobs: the first job that differs, before and after (or what else changed)."""
+    if after is None:
+        return "they cannot be shown as the call left them"
+    if type(after) is not type(before):
+        return f"the {type(before).__name__} became a {type(after).__name__}"
+    if len(after) != len(before):
+        return f"it had {len(before)} jobs and has {len(after)} after the call"
+    for index, (old, new) in enumerate(zip(before, after)):
+        if old != new or type(old) is not type(new):
+            line = f"jobs[{index}] was {_short(old)}, after the call {_short(new)}"
+            ids = [job.get("id") if isinstance(job, dict) else None for job in before]
+            new_ids = [job.get("id") if isinstance(job, dict) else None for job in after]
+            if sorted(map(repr, ids)) == sorted(map(repr, new_ids)) and ids != new_ids:
+                line += f" (the jobs were reordered: ids {_short(ids)} became {_short(new_ids)})"
+            return line
+    return "a value changed in place (its repr did not)"
+
+
+def _short(value, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def judge_invalid_call(outcome: Outcome, rule: str) -> list[Finding]:
@@ -67,8 +92,28 @@ def judge_invalid_call(outcome: Outcome, rule: str) -> list[Finding]:
     return [Finding("validation", f"an invalid call ({rule}) returned a result, expected ValueError")]
 
 
+def contract_part(result):
+    """The part of a result the contract fixes: its keys, each ``completed`` entry's and each
+    trace entry's (extra keys are allowed and may hold anything, so no check compares them)."""
+    if not isinstance(result, dict) or any(key not in result for key in RESULT_KEYS):
+        return result  # not the contract's shape: well_typed says so, compare it whole
+    part = {key: result[key] for key in RESULT_KEYS}
+    completed, trace = part["completed"], part["trace"]
+    if isinstance(completed, (list, tuple)):
+        part["completed"] = [
+            {key: entry[key] for key in COMPLETED_KEYS if key in entry} if isinstance(entry, dict) else entry
+            for entry in completed
+        ]
+    if isinstance(trace, (list, tuple)):
+        part["trace"] = [
+            {key: entry[key] for key in ("tick", "served") if key in entry} if isinstance(entry, dict) else entry
+            for entry in trace
+        ]
+    return part
+
+
 def _same(first: Outcome, second: Outcome) -> bool:
-    return (first.kind, first.result, first.error) == (second.kind, second.result, second.error)
+    return (first.kind, contract_part(first.result), first.error) == (second.kind, contract_part(second.result), second.error)
 
 
 def rejected_variants(call) -> list[tuple]:

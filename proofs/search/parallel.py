@@ -34,6 +34,7 @@ class Merged(NamedTuple):
     found: list  # (Counterexample, actual), in check order
     calls: int
     unfinished: list
+    flaky: list = []  # failures seen once that did not reproduce (proofs.search.engine.Search.flaky)
 
 
 class _Task(NamedTuple):
@@ -83,7 +84,7 @@ def run_parallel(
     replay = _run_task(_Task(-1, "replay", target, deadline, stateful, find_all, db, saved_dir,
                              call_seconds, seed, examples), database=database)
     if replay[1] and not find_all:
-        return Merged(replay[1], replay[2], [])
+        return Merged(replay[1], replay[2], [], replay[5])
 
     checks = plan(stateful)
     context = multiprocessing.get_context("spawn")  # no inherited locks, threads or open pipes
@@ -122,17 +123,18 @@ def run_parallel(
                 process.kill()
                 process.join()
     results = [by_index[index] for index in sorted(by_index)]
-    found, calls, unfinished = list(replay[1]), replay[2], []
+    found, calls, unfinished, flaky = list(replay[1]), replay[2], [], list(replay[5])
     for result in results:
-        index, found_here, calls_here, unfinished_here, cancelled = result
+        index, found_here, calls_here, unfinished_here, cancelled, flaky_here = result
         calls += calls_here
+        flaky += flaky_here
         if cancelled:
             continue
         found += found_here
         unfinished += unfinished_here
     if not find_all:
         found = found[:1]
-    return Merged(found, calls, unfinished)
+    return Merged(found, calls, unfinished, flaky)
 
 
 def _worker(queue, answers, first_found, warned) -> None:
@@ -155,14 +157,14 @@ def _warn_once(message: str) -> None:
 
 
 def _run_task(task: _Task, database=None):
-    """One check in this process: (index, found, calls, unfinished, cancelled)."""
+    """One check in this process: (index, found, calls, unfinished, cancelled, flaky)."""
     from proofs.search.engine import Search
     from proofs.sandbox import TargetProcess
     from proofs.search.database import open_database
 
     first_found = _shared.get("first_found")
     if first_found is not None and not task.find_all and first_found.value < task.index:
-        return task.index, [], 0, [], True  # an earlier check has already found one
+        return task.index, [], 0, [], True, []  # an earlier check has already found one
     if database is None:
         database = open_database(task.db, warn=_warn_once)
     cancelled = {"now": False}
@@ -183,4 +185,4 @@ def _run_task(task: _Task, database=None):
         with first_found.get_lock():
             first_found.value = min(first_found.value, task.index)
     pairs = [(f.counterexample, f.actual) for f in found]
-    return task.index, pairs, search.calls_tried, list(search.unfinished), cancelled["now"]
+    return task.index, pairs, search.calls_tried, list(search.unfinished), cancelled["now"], list(search.flaky)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from proofs.search.judge import contract_part
+
 
 def related_calls(jobs: list, slots: int) -> list[tuple]:
     """The calls the relations compare, for one list of jobs and a slot count."""
@@ -28,6 +30,7 @@ def related_calls(jobs: list, slots: int) -> list[tuple]:
 def broken_relations(jobs: list, slots: int, results: dict[tuple, dict]) -> list[str]:
     """The relations that ``results`` (keyed by (slots, continuous)) break, as sentences."""
     broken = []
+    results = {key: contract_part(result) for key, result in results.items()}  # extra keys are not compared
     static, backfilled = results[(slots, False)], results[(slots, True)]
     start = {policy: {job["id"]: job["start"] for job in result["completed"]} for policy, result in
              (("static", static), ("continuous", backfilled))}
