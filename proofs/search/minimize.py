@@ -146,7 +146,7 @@ def minimize_valid_call(call: Call, fails: Callable[[Call], bool], seconds: floa
                     jobs[index], jobs[index + 1] = jobs[index + 1], jobs[index]
                     swapped = attempt(with_jobs(jobs)) or swapped
         in_order = sorted(best[0], key=lambda job: job["id"])
-        for index in range(len(in_order) - 1):  # id order but for one swap, the earliest first
+        for index in reversed(range(len(in_order) - 1)):  # id order but for one swap, the smallest (last) first
             jobs = list(in_order)
             jobs[index], jobs[index + 1] = jobs[index + 1], jobs[index]
             if attempt(with_jobs(jobs)):
