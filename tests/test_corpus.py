@@ -60,7 +60,8 @@ def test_every_buggy_scheduler_is_caught_with_the_right_invariant(tmp_path, path
 def test_independent_correct_schedulers_pass(tmp_path, path, capsys):
     code, report = verify(tmp_path, f"{path}:schedule", "--examples", "200")
     assert code == 0, capsys.readouterr().out
-    assert report == {"verdict": "pass", "target": f"{path}:schedule", "seconds": report["seconds"], "counterexamples": []}
+    passed = {key: value for key, value in report.items() if key != "flaky"}  # a flaky failure is logged, not counted
+    assert passed == {"verdict": "pass", "target": f"{path}:schedule", "seconds": report["seconds"], "counterexamples": []}
 
 
 def test_our_impl_passes_including_the_stateful_test(tmp_path, capsys):

@@ -140,15 +140,15 @@ def test_replay_prints_the_same_report_and_writes_a_regression_test(tmp_path, is
     (saved,) = (tmp_path / "saved").glob("*.json")
     regression = tmp_path / "test_regression.py"
     assert main(["replay", str(saved), "--pytest", str(regression)]) == 1
-    replay_out = capsys.readouterr().out
+    replay_out, wrote = capsys.readouterr().out.rstrip("\n").rsplit("\n", 1)
     assert replay_out.strip() == verify_out.split("\n\nFAIL ")[0].strip()
+    assert wrote == f"wrote {regression}: a pytest regression test that passes once slot_bound holds on this input"
     # the fixed scheduler passes the replay, and so the generated test
     assert main(["replay", str(saved), "impl:schedule"]) == 0
     assert "no longer fails" in capsys.readouterr().out
     text = regression.read_text()
     compile(text, str(regression), "exec")
     assert "def test_slot_bound_regression" in text
-    assert f"wrote {regression}" in replay_out.splitlines()[-1]
 
 
 def test_the_written_regression_test_runs_from_any_folder(tmp_path, isolated, capsys, monkeypatch):
@@ -333,7 +333,7 @@ def test_an_internal_error_is_one_line_exit_2_and_a_saved_traceback(tmp_path, mo
 def test_an_internal_error_in_a_subprocess_run_has_no_traceback_on_the_terminal(tmp_path):
     script = (
         "import sys; from proofs.search import judge; "
-        "judge.judge_valid_call = lambda *a, **k: 1 / 0; "
+        "judge.judge_invalid_call = lambda *a, **k: 1 / 0; "
         "from proofs.cli.main import main; sys.exit(main(sys.argv[1:]))"
     )
     run = subprocess.run([sys.executable, "-c", script, "verify", "--budget", "20", "--db", "none"],

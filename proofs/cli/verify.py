@@ -265,15 +265,16 @@ def run_replay(args: argparse.Namespace) -> int:
             findings = search._judge(cex.check, cex.call, cex.rule)
     except TargetError as error:
         return _fail_usage(str(error))
+    wrote = []
     if args.pytest:
         _write_regression_test(args.pytest, cex, target)
-        print(f"wrote {args.pytest}: a pytest regression test that passes once {cex.property} holds on this input")
+        wrote = [f"wrote {args.pytest}: a pytest regression test that passes once {cex.property} holds on this input"]
     same = [f for f in findings if f.invariant == cex.property]
     if not same:
-        print(f"PASS {target.text}: the counterexample to {cex.property} no longer fails")
+        print("\n".join([f"PASS {target.text}: the counterexample to {cex.property} no longer fails", *wrote]))
         return 0
     again = cex._replace(message=same[0].message)
-    print("\n".join(format_counterexample(again, same[0].result)))
+    print("\n".join(format_counterexample(again, same[0].result) + wrote))
     return 1
 
 
