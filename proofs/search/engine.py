@@ -229,7 +229,12 @@ class Search:
                 small = minimize_invalid_call(
                     call, lambda c: any(f.invariant == wanted for f in self._invalid(c, rule)), self._shrink_seconds()
                 )
-                self._record("validation", small, self._invalid(small, rule)[0], rule)
+                again = [f for f in self._invalid(small, rule) if f.invariant == wanted]
+                if not again:  # it did not fail again: flaky, not a counterexample
+                    self.flaky.append({"invariant": wanted, "jobs": len(call[0]) if isinstance(call[0], (list, tuple)) else 0,
+                                       "input_repr": repr(call), "message": f"an invalid call ({rule}) failed once, but not again"})
+                    continue
+                self._record("validation", small, again[0], rule)
                 if self._done():
                     return
             self.progress("validation", self.calls_tried)
@@ -357,8 +362,10 @@ class Search:
             "jobs": len(call[0]),
             "input_repr": Counterexample(wanted, ENGINE, "conformance", *call, "").input_repr(),
             "message": (
-                f"failed once, but not again in a fresh process: neither alone nor {after} "
-                f"(of {len(history)}) with a {limit:g} s limit"
+                f"failed once, but not again in a fresh process: not alone, nor after the {replayed} "
+                f"(of {len(history)}) calls its process had answered before it, with a {limit:g} s limit"
+                if history else
+                f"failed once, but not again in a fresh process, alone or with a {limit:g} s limit"
             ),
         })
         return None
