@@ -260,32 +260,32 @@ def test_crosshair_can_focus_on_named_invariants(tmp_path, isolated, capsys):
     assert all(c["outcome"] != "counterexample" for c in data["contracts"])
 
 
-def _output_cases():
-    nowhere = "/nonexistent-schedcheck/dir"
-    return [
-        (["verify", "--json", f"{nowhere}/x.json"], "--json"),
-        (["verify", "--junit", f"{nowhere}/x.xml"], "--junit"),
-        (["verify", "--sarif", f"{nowhere}/x.sarif"], "--sarif"),
-        (["verify", "--save-dir", f"{nowhere}/saved"], "--save-dir"),
-        (["verify", "--db", f"{nowhere}/db"], "--db"),
-        (["diff", "impl:schedule", "impl:schedule", "--json", f"{nowhere}/x.json"], "--json"),
-        (["diff", "impl:schedule", "impl:schedule", "--junit", f"{nowhere}/x.xml"], "--junit"),
-        (["prove", "--json", f"{nowhere}/x.json"], "--json"),
-        (["prove", "--sarif", f"{nowhere}/x.sarif"], "--sarif"),
-        (["gate", "--out", f"{nowhere}/reports"], "--out"),
-        (["gate", "--save-dir", f"{nowhere}/saved"], "--save-dir"),
-    ]
+OUTPUT_CASES = [
+    (["verify", "--json", "{nowhere}/x.json"], "--json"),
+    (["verify", "--junit", "{nowhere}/x.xml"], "--junit"),
+    (["verify", "--sarif", "{nowhere}/x.sarif"], "--sarif"),
+    (["verify", "--save-dir", "{nowhere}/saved"], "--save-dir"),
+    (["verify", "--db", "{nowhere}/db"], "--db"),
+    (["diff", "impl:schedule", "impl:schedule", "--json", "{nowhere}/x.json"], "--json"),
+    (["diff", "impl:schedule", "impl:schedule", "--junit", "{nowhere}/x.xml"], "--junit"),
+    (["prove", "--json", "{nowhere}/x.json"], "--json"),
+    (["prove", "--sarif", "{nowhere}/x.sarif"], "--sarif"),
+    (["gate", "--out", "{nowhere}/reports"], "--out"),
+    (["gate", "--save-dir", "{nowhere}/saved"], "--save-dir"),
+]
 
 
-@pytest.mark.parametrize("argv, option", _output_cases(), ids=lambda v: v if isinstance(v, str) else " ".join(v[:1]))
-def test_every_output_path_is_checked_before_any_work(argv, option, capsys):
+@pytest.mark.parametrize("argv, option", OUTPUT_CASES, ids=[f"{a[0]} {o}" for a, o in OUTPUT_CASES])
+def test_every_output_path_is_checked_before_any_work(tmp_path, monkeypatch, argv, option, capsys):
+    monkeypatch.chdir(tmp_path)
+    nowhere = tmp_path / "missing" / "dir"
     started = time.monotonic()
-    assert main([*argv, "--budget", "300"]) == 2
+    assert main([*(a.format(nowhere=nowhere) for a in argv), "--budget", "300"]) == 2
     assert time.monotonic() - started < 20  # refused at once, not after a 300 s run
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1, err
-    assert f"{option} '/nonexistent-schedcheck/dir/" in err and "does not exist" in err, err
-    assert not pathlib.Path("/nonexistent-schedcheck").exists()  # and no folder was created
+    assert f"{option} '{nowhere}/" in err and "does not exist" in err, err
+    assert not (tmp_path / "missing").exists()  # and no folder was created
 
 
 def test_replay_pytest_path_is_checked_before_the_replay(tmp_path, capsys):
