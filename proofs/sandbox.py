@@ -24,7 +24,7 @@ Two faces of the same child:
 The outcome kinds, and the verdict each engine gives them (the one table; also in
 docs/verify.md):
 
-============  =====================================  ======================  ====================  ===============
+============  =====================================  ======================  ====================  ========
 kind          search call (TargetProcess)            stateful test           CrossHair contract    Z3 claim
 ============  =====================================  ======================  ====================  ===============
 returned      judged by spec.check (a result that    its finding, if any     the contract's own    the claim's own
@@ -52,6 +52,18 @@ or the child could not be started.
 
 ``InProcessTarget`` is the exception: the target called in the harness's own
 process, for the hypothesis-crosshair backend, with none of these guarantees.
+=======
+The child also reports whether the call modified its input, by comparing a pickle
+of the input taken before the call with one taken after, and if so the arguments as
+the call left them.
+
+The time of a call is the target's own: right after loading the target the child
+freezes the heap it inherited from the harness (``gc.freeze``), so the collector
+never walks the harness's objects during a call.  Before that, a full collection
+inside a call scanned (and copied on write) the whole inherited heap, which on a
+loaded machine took long enough to meet the per-call limit on a correct target.
+Each TargetProcess keeps the calls its current child has answered (``history``), so
+a failure can be replayed on a fresh child after the same calls.
 """
 
 from __future__ import annotations
@@ -59,6 +71,7 @@ from __future__ import annotations
 import ctypes
 import io
 import faulthandler
+import gc
 import multiprocessing
 import os
 import pickle
@@ -110,6 +123,7 @@ class Outcome(NamedTuple):
     def sendable(self) -> bool:
         """A returned value that reached the caller (False: it could not be pickled back)."""
         return self.kind == RETURNED and not self.error
+    args_after: Any = None  # when mutated: the arguments as the call left them (None if they cannot be sent)
 
 
 # --- the process group, the memory cap, the output -------------------------------------------
@@ -242,7 +256,9 @@ def _serve(connection, target: Target, memory_limit: int | None, shape: tuple = 
     except TargetError as error:
         connection.send(("load_error", str(error)))
         return
-    connection.send(("ready", signature_problem(function, *(shape or DEFAULT_SHAPE))))
+    problem = signature_problem(function, *(shape or DEFAULT_SHAPE))
+    gc.freeze()  # the harness's heap (and the target's module) is never collected during a call
+    connection.send(("ready", problem))
     while True:
         try:
             request = connection.recv()
@@ -286,12 +302,24 @@ def _answer(function, request, known: frozenset = frozenset()) -> bytes:
     try:
         result = function(*request)
     except BaseException as error:  # the target may raise anything, SystemExit included
-        return pickle.dumps((RAISED, type(error).__name__, _describe(error), _changed(before, request)))
+        mutated = _changed(before, request)
+        return pickle.dumps((RAISED, type(error).__name__, _describe(error), mutated, _after(mutated, request)))
     mutated = _changed(before, request)
     try:
-        return _dumps((RETURNED, result, mutated, ""), known)
+        return _dumps((RETURNED, result, mutated, "", _after(mutated, request)), known)
     except BaseException as error:  # a result that cannot be pickled: lambdas, generators, cycles of locks
-        return pickle.dumps((RETURNED, None, mutated, f"{type(result).__name__}: {_describe(error)}"))
+        return pickle.dumps((RETURNED, None, mutated, f"{type(result).__name__}: {_describe(error)}", _after(mutated, request)))
+
+
+def _after(mutated: bool, request: tuple):
+    """The arguments as a call left them, when it changed them and they can still be sent; else None."""
+    if not mutated:
+        return None
+    try:
+        pickle.dumps(request)
+    except BaseException:  # the target put something unpicklable into its input
+        return None
+    return request
 
 
 def _changed(before: bytes, request) -> bool:
@@ -321,6 +349,7 @@ class TargetProcess:
         self.memory_bytes = memory_bytes
         self.calls = 0
         self.signature_problem: str | None = None
+        self.history: list = []  # the calls sent to the current child, oldest first
         self._process = None
         self._connection = None
 
@@ -333,6 +362,7 @@ class TargetProcess:
         _adopt(process)
         child_end.close()
         self._process, self._connection = process, parent_end
+        self.history = []  # a new list: one taken from the old child stays as it was
         if not parent_end.poll(LOAD_SECONDS):
             self.close()
             raise TargetError(f"target {self.target.text!r}: import did not finish within {LOAD_SECONDS:g} s")
@@ -354,6 +384,7 @@ class TargetProcess:
             self.start()
         self.calls += 1
         limit = self.call_seconds if seconds is None else seconds
+        self.history.append(args)
         try:
             self._connection.send(args)
         except (BrokenPipeError, ConnectionResetError, EOFError):
@@ -372,9 +403,10 @@ class TargetProcess:
             return Outcome(RETURNED, error=f"{type(error).__name__}: {_describe(error)}")
         kind = message[0]
         if kind == RETURNED:
-            return Outcome(RETURNED, result=message[1], mutated=message[2], error=message[3])
+            return Outcome(RETURNED, result=message[1], mutated=message[2], error=message[3], args_after=message[4])
         if kind == RAISED:
-            return Outcome(RAISED, error=f"{message[1]}: {message[2]}", error_type=message[1], mutated=message[3])
+            return Outcome(RAISED, error=f"{message[1]}: {message[2]}", error_type=message[1], mutated=message[3],
+                           args_after=message[4])
         self.close()
         if kind == HARNESS_ERROR:
             return Outcome(HARNESS_ERROR, error=message[1], traceback=message[2])
@@ -649,9 +681,11 @@ class InProcessTarget:
         except (KeyboardInterrupt, SystemExit) as error:
             return Outcome(RAISED, error=f"{type(error).__name__}: {error}", error_type=type(error).__name__)
         except Exception as error:  # the target's failure is a finding, not ours
+            mutated = repr(request) != before
             return Outcome(RAISED, error=f"{type(error).__name__}: {_describe(error)}",
-                           error_type=type(error).__name__, mutated=repr(request) != before)
-        return Outcome(RETURNED, result=result, mutated=repr(request) != before)
+                           error_type=type(error).__name__, mutated=mutated, args_after=request if mutated else None)
+        mutated = repr(request) != before
+        return Outcome(RETURNED, result=result, mutated=mutated, args_after=request if mutated else None)
 
     def close(self) -> None:
         pass

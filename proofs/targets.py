@@ -8,6 +8,7 @@ whose import crashes, hangs or prints cannot take the harness down with it.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import inspect
@@ -74,16 +75,46 @@ def load_callable(target: Target) -> Callable:
     except TargetError:
         raise
     except BaseException as error:  # the import runs foreign code: anything may come out
-        raise TargetError(f"target {target.text!r}: import failed: {type(error).__name__}: {error}") from None
+        raise TargetError(
+            f"target {target.text!r}: import failed: {type(error).__name__}: {error}{_file_hint(target, error)}"
+        ) from None
     if not hasattr(module, target.function):
-        raise TargetError(f"target {target.text!r}: no function {target.function!r} in {module.__name__}")
+        where = os.path.relpath(target.path) if target.path is not None else target.module
+        raise TargetError(f"target {target.text!r}: no function {target.function!r} in {where}{_did_you_mean(target, module)}")
     return getattr(module, target.function)
 
 
-def signature_problem(function, example_args: tuple = ([], 1, True), written: str = "schedule(jobs, slots, continuous)") -> str | None:
+def _did_you_mean(target: Target, module) -> str:
+    """"; did you mean 'x'?" for the callables of ``module`` whose names are close to the one asked for."""
+    names = [name for name, value in vars(module).items() if callable(value) and not name.startswith("__")]
+    close = difflib.get_close_matches(target.function, names, n=3, cutoff=0.6)
+    if not close:
+        return ""
+    where = target.text.rpartition(":")[0]
+    return "; did you mean " + " or ".join(repr(f"{where}:{name}") for name in close) + "?"
+
+
+def _file_hint(target: Target, error: BaseException) -> str:
+    """A hint to name a file as ``file.py:function`` when a module name was given that is a file here."""
+    if target.module is None or not isinstance(error, ModuleNotFoundError):
+        return ""
+    candidate = target.module.replace(".", os.sep) + ".py"
+    if not os.path.isfile(candidate):
+        return ""
+    return f" (there is a file {candidate!r} here: to check it, write {candidate + ':' + target.function!r})"
+
+
+def signature_problem(function, example_args: tuple = ([], 1, True),
+                      written: str = "schedule(jobs, slots, continuous)") -> str | None:
     """Why ``function`` cannot be called with ``example_args`` (as ``written``), or None."""
+    shape = f"schedcheck calls a function {written} that returns the result dict"
+    if inspect.isclass(function):
+        return (
+            f"{function.__name__} is a class, not a function: {shape}; "
+            f"wrap the class in one, e.g. def {written}: ..."
+        )
     if not callable(function):
-        return f"{function!r} is not callable"
+        return f"{function!r} is a {type(function).__name__}, not a function: {shape}"
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):
@@ -91,5 +122,6 @@ def signature_problem(function, example_args: tuple = ([], 1, True), written: st
     try:
         signature.bind(*example_args)
     except TypeError as error:
-        return f"cannot be called as {written}: {error} (signature {signature})"
+        name = getattr(function, "__name__", "the function")
+        return f"{name}{signature} cannot be called as {written} ({error}): {shape}"
     return None

@@ -309,6 +309,7 @@ def test_write_outputs_writes_what_the_options_name(tmp_path, sarif_validator):
     parser = argparse.ArgumentParser()
     ci_reports.add_output_arguments(parser)
     parser.add_argument("--save-dir", default="saved")
+    (tmp_path / "out").mkdir()  # a folder named by an output path exists (proofs.cli.paths): it is not created
     args = parser.parse_args(["--junit", str(tmp_path / "out" / "r.xml"), "--sarif", str(tmp_path / "r.sarif")])
     written = ci_reports.write_outputs(args, "verify", verify_report(SLOT_CEX), SLOT_BUG)
     assert written == [args.junit, args.sarif]

@@ -3,6 +3,9 @@
 Each file in tests/corpus/buggy/ has one bug and names, in EXPECTED, the invariant it
 breaks; `schedcheck verify` must fail it with that invariant first.  The schedulers in
 tests/corpus/correct/ were written independently of impl/ and must pass, as must impl.
+The files in tests/corpus/not_a_target/ name something that is not a function of the
+contract's shape: nothing can be called, so no counterexample exists, and verify must
+refuse them as a usage error (exit 2, one line naming EXPECTED), not fail them.
 """
 
 import json
@@ -18,10 +21,12 @@ from proofs.counterexample import parse_input_repr
 CORPUS = pathlib.Path(__file__).parent / "corpus"
 BUGGY = sorted(p for p in (CORPUS / "buggy").glob("*.py") if p.name != "__init__.py")
 CORRECT = sorted(p for p in (CORPUS / "correct").glob("*.py") if p.name != "__init__.py")
+NOT_A_TARGET = sorted(p for p in (CORPUS / "not_a_target").glob("*.py") if p.name != "__init__.py")
+FUNCTION = {"engine_class.py": "Engine"}  # the name each not_a_target file is checked by (default schedule)
 
 
 def expected_of(path: pathlib.Path) -> str:
-    return re.search(r'^EXPECTED = "(\w+)"', path.read_text(), re.M).group(1)
+    return re.search(r'^EXPECTED = "([^"]+)"', path.read_text(), re.M).group(1)
 
 
 def verify(tmp_path, target, *extra):
@@ -57,7 +62,8 @@ def test_independent_correct_schedulers_pass(tmp_path, path, capsys):
     assert code == 0, capsys.readouterr().out
     # the richer report: besides the old keys, how far every planned check got (all of them to the end)
     checks = report["checks"]
-    assert report == {"verdict": "pass", "target": f"{path}:schedule", "seconds": report["seconds"],
+    passed = {key: value for key, value in report.items() if key != "flaky"}  # a flaky failure is logged, not counted
+    assert passed == {"verdict": "pass", "target": f"{path}:schedule", "seconds": report["seconds"],
                       "counterexamples": [], "checks": checks}
     assert [c["check"] for c in checks] == ["replay", "validation", "conformance", "deterministic", "corrupted_validation"]
     assert all(c["finished"] and c["stopped"] == "" and c["unit"] == "calls" for c in checks), checks
@@ -72,3 +78,15 @@ def test_our_impl_passes_including_the_stateful_test(tmp_path, capsys):
     assert report["verdict"] == "pass"
     assert report["checks"][-1]["check"] == "stateful" and report["checks"][-1]["unit"] == "programs"
     assert all(c["finished"] for c in report["checks"]), report["checks"]
+
+
+@pytest.mark.parametrize("path", NOT_A_TARGET, ids=lambda p: p.stem)
+def test_a_target_of_the_wrong_shape_is_a_usage_error_not_a_counterexample(tmp_path, path, capsys):
+    report = tmp_path / "report.json"
+    code = main(["verify", f"{path}:{FUNCTION.get(path.name, 'schedule')}", "--seed", "0", "--budget", "40",
+                 "--json", str(report), "--db", "none", "--save-dir", str(tmp_path / "saved")])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and expected_of(path) in err, err
+    assert "schedule(jobs, slots, continuous)" in err  # the hint: what a target must be
+    assert not report.exists() and not (tmp_path / "saved").exists()  # no made-up counterexample saved

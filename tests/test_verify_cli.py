@@ -1,9 +1,11 @@
 """`schedcheck verify` and `replay` as a user meets them: exit codes, reports, JSON, replay."""
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -49,6 +51,41 @@ def test_bad_arguments_exit_2(option):
     run = run_cli("verify", *option)
     assert run.returncode == 2
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("option, value, rule", [
+    ("--budget", "-5", "seconds > 0"), ("--call-timeout", "0", "seconds > 0"),
+    ("--examples", "0", "an int >= 1"), ("--workers", "-2", "an int >= 1"),
+])
+def test_a_bad_number_is_named_with_its_value(capsys, option, value, rule):
+    assert main(["verify", option, value]) == 2
+    err = capsys.readouterr().err
+    assert err == f"schedcheck: error: {option}={value}: expected {rule}\n"
+
+
+@pytest.mark.parametrize("option", [["--seed", "x"], ["--profile", "fast"], ["--budget", "x"], ["--engine", "nope"]])
+def test_a_bad_option_value_is_one_line_not_the_whole_usage(option):
+    run = run_cli("verify", *option)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.count("\n") == 1 and f"argument {option[0]}" in run.stderr, run.stderr
+    assert "usage:" not in run.stderr
+
+
+def test_a_typo_in_the_function_name_offers_the_close_names_and_no_internal_module(tmp_path):
+    (tmp_path / "mysched.py").write_text("def schedule(jobs, slots, continuous):\n    return {}\n")
+    run = run_cli("verify", "mysched.py:schedul", "--budget", "5", cwd=tmp_path)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1
+    assert "no function 'schedul' in mysched.py; did you mean 'mysched.py:schedule'?" in run.stderr, run.stderr
+    assert "schedcheck_target_" not in run.stderr
+
+
+def test_a_module_name_that_is_a_file_here_gets_the_file_py_hint(tmp_path):
+    (tmp_path / "mysched.py").write_text("def schedule(jobs, slots, continuous):\n    return {}\n")
+    # -P: the working directory is not on sys.path, as with the installed `schedcheck` script
+    run = subprocess.run([sys.executable, "-P", "-m", "proofs.cli.main", "verify", "mysched:schedule", "--budget", "5"],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
+    assert "write 'mysched.py:schedule'" in run.stderr, run.stderr
 
 
 def test_a_target_whose_import_crashes_is_reported_not_raised(tmp_path):
@@ -112,14 +149,39 @@ def test_replay_prints_the_same_report_and_writes_a_regression_test(tmp_path, is
     (saved,) = (tmp_path / "saved").glob("*.json")
     regression = tmp_path / "test_regression.py"
     assert main(["replay", str(saved), "--pytest", str(regression)]) == 1
-    replay_out = capsys.readouterr().out
+    replay_out, wrote = capsys.readouterr().out.rstrip("\n").rsplit("\n", 1)
     assert replay_out.strip() == counterexample_part(verify_out).strip()
+    assert wrote == f"wrote {regression}: a pytest regression test that passes once slot_bound holds on this input"
     # the fixed scheduler passes the replay, and so the generated test
     assert main(["replay", str(saved), "impl:schedule"]) == 0
     assert "no longer fails" in capsys.readouterr().out
     text = regression.read_text()
     compile(text, str(regression), "exec")
     assert "def test_slot_bound_regression" in text
+
+
+def test_the_written_regression_test_runs_from_any_folder(tmp_path, isolated, capsys, monkeypatch):
+    project = tmp_path / "project"
+    (project / "tests").mkdir(parents=True)
+    target = project / "mysched.py"
+    target.write_text((BUGGY / "admits_one_too_many.py").read_text())
+    monkeypatch.chdir(project)
+    assert main(["verify", "mysched.py:schedule", *isolated]) == 1
+    (saved,) = (tmp_path / "saved").glob("*.json")
+    assert main(["replay", str(saved), "--pytest", "tests/test_regression.py"]) == 1
+    assert "wrote tests/test_regression.py" in capsys.readouterr().out
+    # the bug is still there: the written test fails wherever pytest runs, for the bug and not a missing file
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(project / "tests" / "test_regression.py")],
+                         capture_output=True, text=True, cwd=elsewhere, timeout=300)
+    assert run.returncode == 1 and "FAIL slot_bound" in run.stdout, run.stdout
+    assert "no such file" not in run.stdout
+    # once fixed, it passes, again from elsewhere
+    target.write_text((pathlib.Path(__file__).parent / "corpus" / "correct" / "heap_queue.py").read_text())
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(project / "tests" / "test_regression.py")],
+                         capture_output=True, text=True, cwd=elsewhere, timeout=300)
+    assert run.returncode == 0, run.stdout
 
 
 def test_replay_of_an_unreadable_file_exits_2(tmp_path):
@@ -129,10 +191,20 @@ def test_replay_of_an_unreadable_file_exits_2(tmp_path):
     assert run.returncode == 2 and "cannot read" in run.stderr and "Traceback" not in run.stderr
 
 
-def test_wrong_signature_is_a_failing_target(tmp_path, isolated, capsys):
-    code = main(["verify", f"{BUGGY / 'wrong_signature.py'}:schedule", *isolated])
-    assert code == 1
-    assert capsys.readouterr().out.startswith("FAIL signature  engine=harness")
+NOT_A_TARGET = pathlib.Path(__file__).parent / "corpus" / "not_a_target"
+
+
+@pytest.mark.parametrize("target, hint", [
+    (f"{NOT_A_TARGET / 'engine_class.py'}:Engine", "Engine is a class, not a function"),
+    (f"{NOT_A_TARGET / 'wrong_signature.py'}:schedule", "schedule(jobs, slots) cannot be called as schedule(jobs, slots, continuous)"),
+])
+def test_a_target_that_is_not_a_function_of_the_right_shape_is_a_usage_error(tmp_path, isolated, capsys, target, hint):
+    code = main(["verify", target, *isolated])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and hint in err, err
+    assert "schedcheck calls a function schedule(jobs, slots, continuous) that returns the result dict" in err
+    assert not (tmp_path / "saved").exists()
 
 
 def test_all_reports_every_violated_invariant(tmp_path, isolated, capsys):
@@ -195,3 +267,86 @@ def test_crosshair_can_focus_on_named_invariants(tmp_path, isolated, capsys):
         ("slot_bound", "impl.Scheduler.step"), ("slot_bound", "spec.step"),
     }
     assert all(c["outcome"] != "counterexample" for c in data["contracts"])
+
+
+OUTPUT_CASES = [
+    (["verify", "--json", "{nowhere}/x.json"], "--json"),
+    (["verify", "--junit", "{nowhere}/x.xml"], "--junit"),
+    (["verify", "--sarif", "{nowhere}/x.sarif"], "--sarif"),
+    (["verify", "--save-dir", "{nowhere}/saved"], "--save-dir"),
+    (["verify", "--db", "{nowhere}/db"], "--db"),
+    (["diff", "impl:schedule", "impl:schedule", "--json", "{nowhere}/x.json"], "--json"),
+    (["diff", "impl:schedule", "impl:schedule", "--junit", "{nowhere}/x.xml"], "--junit"),
+    (["prove", "--json", "{nowhere}/x.json"], "--json"),
+    (["prove", "--sarif", "{nowhere}/x.sarif"], "--sarif"),
+    (["gate", "--out", "{nowhere}/reports"], "--out"),
+    (["gate", "--save-dir", "{nowhere}/saved"], "--save-dir"),
+]
+
+
+@pytest.mark.parametrize("argv, option", OUTPUT_CASES, ids=[f"{a[0]} {o}" for a, o in OUTPUT_CASES])
+def test_every_output_path_is_checked_before_any_work(tmp_path, monkeypatch, argv, option, capsys):
+    monkeypatch.chdir(tmp_path)
+    nowhere = tmp_path / "missing" / "dir"
+    started = time.monotonic()
+    assert main([*(a.format(nowhere=nowhere) for a in argv), "--budget", "300"]) == 2
+    assert time.monotonic() - started < 20  # refused at once, not after a 300 s run
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1, err
+    assert f"{option} '{nowhere}/" in err and "does not exist" in err, err
+    assert not (tmp_path / "missing").exists()  # and no folder was created
+
+
+def test_replay_pytest_path_is_checked_before_the_replay(tmp_path, capsys):
+    saved = tmp_path / "cex.json"
+    saved.write_text("{}")
+    assert main(["replay", str(saved), "--pytest", str(tmp_path / "no" / "test_x.py")]) == 2
+    err = capsys.readouterr().err
+    assert "--pytest" in err and "does not exist" in err and err.count("\n") == 1
+
+
+def test_a_file_option_naming_a_folder_and_a_folder_option_naming_a_file_are_usage_errors(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    assert main(["verify", "--json", str(tmp_path)]) == 2
+    assert "--json" in capsys.readouterr().err
+    assert main(["verify", "--save-dir", str(tmp_path / "file")]) == 2
+    assert "is a file, expected a folder" in capsys.readouterr().err
+
+
+def test_the_output_path_rule_is_in_help():
+    run = run_cli("--help")
+    assert "output paths (every command):" in run.stdout and "missing parent folder is a usage error" in run.stdout
+
+
+def test_an_internal_error_is_one_line_exit_2_and_a_saved_traceback(tmp_path, monkeypatch, capsys):
+    from proofs.search import engine
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("injected fault in the engine")
+
+    monkeypatch.setattr(engine.Search, "run", broken)
+    monkeypatch.chdir(tmp_path)
+    code = main(["verify", "--budget", "20", "--db", "none", "--save-dir", str(tmp_path / "saved")])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "FAIL" not in out and "Traceback" not in out + err
+    assert err.count("\n") == 1 and err.startswith("schedcheck: internal error: RuntimeError: injected fault in the engine (details in ")
+    path = pathlib.Path(err.rsplit("(details in ", 1)[1].rstrip(")\n"))
+    assert path == pathlib.Path(".schedcheck") / f"internal-error-{os.getpid()}.txt"
+    text = path.read_text()
+    assert "Traceback" in text and "injected fault in the engine" in text
+    assert "in broken" in text
+    assert not (tmp_path / "saved").exists()  # nothing charged to the target
+
+
+def test_an_internal_error_in_a_subprocess_run_has_no_traceback_on_the_terminal(tmp_path):
+    script = (
+        "import sys; from proofs.search import judge; "
+        "judge.judge_invalid_call = lambda *a, **k: 1 / 0; "
+        "from proofs.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    )
+    run = subprocess.run([sys.executable, "-c", script, "verify", "--budget", "20", "--db", "none"],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "Traceback" not in run.stdout + run.stderr
+    assert run.stderr.count("\n") == 1 and "schedcheck: internal error: ZeroDivisionError" in run.stderr

@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 
+from proofs.cli.paths import output_problem
 from proofs.report import ci as ci_reports
 from proofs.counterexample import Counterexample
 from proofs.search.differential import Difference, DifferentialSearch
@@ -74,6 +75,9 @@ def run_diff(args: argparse.Namespace) -> int:
     started = time.monotonic()
     if args.budget <= 0 or args.examples < 1:
         return _fail_usage("--budget and --examples must be positive")
+    problem = output_problem({"--json": args.json, "--junit": args.junit, "--sarif": args.sarif}, {})
+    if problem:
+        return _fail_usage(problem)
     if args.base is None and (args.old is None or args.new is None):
         return _fail_usage("give OLD and NEW targets, or --base GITREV")
     if args.base is not None and (args.old is not None or args.new is not None):

@@ -33,6 +33,7 @@ import sys
 import time
 from typing import NamedTuple
 
+from proofs.cli.paths import output_problem
 from proofs.outcomes import INCOMPLETE, UNKNOWN, combine
 from proofs.report import ci as ci_reports
 from proofs.cli.verify import ENGINES
@@ -153,6 +154,10 @@ def run_gate(args: argparse.Namespace) -> int:
             f"it cannot diff {args.target!r}: run `schedcheck diff OLD NEW` for that"
         )
     out = args.out
+    problem = output_problem({}, {"--out": None if out == DEFAULT_OUT else out, "--save-dir": args.save_dir,
+                                  "--db": None if args.db in (None, "none") or "://" in args.db else args.db})
+    if problem:
+        return _fail_usage(problem)
     try:
         os.makedirs(out, exist_ok=True)
     except OSError as error:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
+from proofs.cli.paths import output_problem
 from proofs.report import ci as ci_reports
 
 HELP_EPILOG = """exit codes:
@@ -149,6 +151,10 @@ def handle(args: argparse.Namespace) -> int:
         return 2
     if args.budget <= 0:
         print(f"schedcheck prove: --budget={args.budget!r}: expected seconds > 0")
+        return 2
+    problem = output_problem({"--json": args.json, "--junit": args.junit, "--sarif": args.sarif}, {})
+    if problem:
+        print(f"schedcheck: error: {problem}", file=sys.stderr)
         return 2
     rows = prove(args.max_jobs, args.budget, args.mutant, args.claims, max(1, args.workers), args.policy_jobs)
     if not rows:

@@ -18,6 +18,7 @@ from proofs.outcomes import FAIL, INCOMPLETE, PASS, UNKNOWN, exit_code
 from proofs.symbolic.bridge import OUTCOMES, ledger
 from proofs.report.text import format_counterexample, summary_line
 from proofs.targets import TargetError, parse_target
+from proofs.cli.paths import OUTPUT_PATHS_HELP, output_problem
 
 ENGINES = ("hypothesis", "crosshair")  # the engines of `verify --engine`, in the order `all` runs them
 SAVED_DIR = os.path.join(".schedcheck", "counterexamples")
@@ -52,6 +53,8 @@ def add_parsers(commands) -> None:
         "verify",
         help="search a scheduler for a counterexample to the spec",
         description="Check TARGET (default: our impl) against every invariant of the spec.",
+        epilog=OUTPUT_PATHS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     verify.add_argument(
         "target", nargs="?", default=None,
@@ -109,7 +112,10 @@ def add_parsers(commands) -> None:
     )
     verify.set_defaults(handler=run_verify)
 
-    replay = commands.add_parser("replay", help="run one saved counterexample again and report it")
+    replay = commands.add_parser(
+        "replay", help="run one saved counterexample again and report it",
+        epilog=OUTPUT_PATHS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     replay.add_argument("counterexample", metavar="CEX.json")
     replay.add_argument("target", nargs="?", default=None, help="default: the target it was found on")
     replay.add_argument("--pytest", metavar="PATH", help="write a pytest regression test for it")
@@ -128,8 +134,21 @@ def run_verify(args: argparse.Namespace) -> int:
 
     if args.budget is None:
         args.budget = get_profile(args.profile).budget
-    if args.budget <= 0 or args.call_timeout <= 0 or (args.examples is not None and args.examples < 1) or args.workers < 1:
-        return _fail_usage("--budget, --call-timeout, --examples and --workers must be positive")
+    for option, value, rule in (
+        ("--budget", args.budget, "seconds > 0"),
+        ("--call-timeout", args.call_timeout, "seconds > 0"),
+        ("--examples", args.examples, "an int >= 1"),
+        ("--workers", args.workers, "an int >= 1"),
+    ):
+        if value is not None and not value > 0:
+            return _fail_usage(f"{option}={value:g}: expected {rule}")
+    problem = output_problem(
+        {"--json": args.json, "--junit": args.junit, "--sarif": args.sarif},
+        {"--save-dir": None if args.save_dir == SAVED_DIR else args.save_dir,
+         "--db": None if args.db in (None, "none") or "://" in args.db else args.db},
+    )
+    if problem:
+        return _fail_usage(problem)
     try:
         database = open_database(args.db)
     except ValueError as error:
@@ -151,55 +170,54 @@ def run_verify(args: argparse.Namespace) -> int:
     # --engine all: Hypothesis has the first half of the budget, CrossHair the rest
     hypothesis_deadline = started + args.budget / 2 if args.engine == "all" else deadline
     progress = Progress(hypothesis_deadline)
-    found, calls, unfinished, contracts, checks = [], 0, [], [], None
+    found, calls, unfinished, contracts, checks, flaky = [], 0, [], [], None, []
     try:
         isolated = args.backend == "hypothesis"
         with (TargetProcess(target, call_seconds=args.call_timeout, shape=model.shape) if isolated
               else InProcessTarget(target, shape=model.shape)) as process:
             process.start()
-            if process.signature_problem:
-                cex = Counterexample("signature", "harness", "conformance", tuple(model.example_call),
-                                     process.signature_problem, model=model.name)
-                found = [(cex, None)]
-            else:
-                if args.engine in ("hypothesis", "all"):
-                    from proofs.search.engine import Search
+            if process.signature_problem:  # nothing was called: not a counterexample, a target of the wrong shape
+                raise TargetError(f"target {target.text!r}: {process.signature_problem}")
+            if args.engine in ("hypothesis", "all"):
+                from proofs.search.engine import Search
 
-                    options = search_options(args.profile, examples=args.examples, seed=args.seed)
-                    if args.workers > 1 and isolated:
-                        from proofs.search.parallel import run_parallel
+                options = search_options(args.profile, examples=args.examples, seed=args.seed)
+                if args.workers > 1 and isolated:
+                    from proofs.search.parallel import run_parallel
 
-                        process.close()  # each worker starts its own
-                        merged = run_parallel(
-                            target, hypothesis_deadline, args.workers, stateful=ours, model=model,
-                            find_all=args.all, db=args.db, saved_dir=args.save_dir,
-                            call_seconds=args.call_timeout, **options,
-                        )
-                        found += merged.found
-                        calls, unfinished, checks = merged.calls, merged.unfinished, list(merged.checks)
-                    else:
-                        search = Search(
-                            process, hypothesis_deadline, find_all=args.all, database=database,
-                            saved_dir=args.save_dir, progress=progress, backend=args.backend, model=model, **options,
-                        )
-                        found += [(f.counterexample, f.actual) for f in search.run(stateful=ours)]
-                        calls, unfinished, checks = search.calls_tried, search.unfinished, list(search.checks)
-                if args.engine in ("crosshair", "all") and (args.all or not found):
-                    from proofs.symbolic.bridge import run_contracts, to_counterexamples
-                    from proofs.search.engine import Search
+                    process.close()  # each worker starts its own
+                    merged = run_parallel(
+                        target, hypothesis_deadline, args.workers, stateful=ours, model=model,
+                        find_all=args.all, db=args.db, saved_dir=args.save_dir,
+                        call_seconds=args.call_timeout, **options,
+                    )
+                    found += merged.found
+                    calls, unfinished, checks = merged.calls, merged.unfinished, list(merged.checks)
+                    flaky = list(merged.flaky)
+                else:
+                    search = Search(
+                        process, hypothesis_deadline, find_all=args.all, database=database,
+                        saved_dir=args.save_dir, progress=progress, backend=args.backend, model=model, **options,
+                    )
+                    found += [(f.counterexample, f.actual) for f in search.run(stateful=ours)]
+                    calls, unfinished, checks = search.calls_tried, search.unfinished, list(search.checks)
+                    flaky = list(search.flaky)
+            if args.engine in ("crosshair", "all") and (args.all or not found):
+                from proofs.symbolic.bridge import run_contracts, to_counterexamples
+                from proofs.search.engine import Search
 
-                    names = tuple(args.invariant) if args.invariant else None
-                    contracts = run_contracts(target, max(1.0, deadline - time.monotonic()), names)
-                    # its minimisation ends within the run's OVERRUN_SECONDS too, whatever the target does
-                    judge = Search(process, max(time.monotonic(), deadline) - 2.0)
-                    found += to_counterexamples(contracts, judge)
+                names = tuple(args.invariant) if args.invariant else None
+                contracts = run_contracts(target, max(1.0, deadline - time.monotonic()), names)
+                # its minimisation ends within the run's OVERRUN_SECONDS too, whatever the target does
+                judge = Search(process, max(time.monotonic(), deadline) - 2.0)
+                found += to_counterexamples(contracts, judge)
+                flaky += judge.flaky
     except TargetError as error:
         progress.clear()
         return _fail_usage(str(error))
-    except HarnessError as error:
+    except HarnessError:  # schedcheck's own failure: main prints one line and saves the traceback
         progress.clear()
-        print(f"schedcheck: internal error: {error}", file=sys.stderr)
-        return 2
+        raise
     progress.clear()
 
     from proofs.search.engine import budget_to_finish, cut_short
@@ -215,6 +233,9 @@ def run_verify(args: argparse.Namespace) -> int:
         print()
     if checks:  # after the counterexamples: a report's first line is the invariant and the engine
         print("\n".join(check_lines(checks)))
+    for entry in flaky:  # seen once, never again: logged, not a counterexample
+        print(f"flaky {entry['invariant']} (size {entry['size']}): {entry['message']}; not counted")
+        print(f"  {entry['input_repr']}")
         print()
     line = summary_line(verdict, target.text, len(found), calls)
     if contracts:
@@ -239,10 +260,12 @@ def run_verify(args: argparse.Namespace) -> int:
         if needed:
             line += f"; --budget {needed} would finish it (estimated from the measured rate)"
         line += " (incomplete is not a pass)"
+    if flaky:
+        line += f"; {len(flaky)} flaky failure{'s' if len(flaky) > 1 else ''} not counted (they did not reproduce)"
     print(line)
     if args.json or args.junit or args.sarif:
         report = _write_json(args.json, verdict, target.text, time.monotonic() - started, [cex for cex, _ in found],
-                             contracts, checks, needed, model)
+                             contracts, checks, needed, model, flaky)
         ci_reports.write_outputs(args, "verify", report, target.text)
     return exit_code(verdict)
 
@@ -271,7 +294,7 @@ def check_lines(checks) -> list[str]:
 
 
 def _write_json(path: str | None, verdict: str, target: str, seconds: float, counterexamples, contracts=(),
-                checks=None, budget_to_finish=None, model=None) -> dict:
+                checks=None, budget_to_finish=None, model=None, flaky=()) -> dict:
     report = {
         "verdict": verdict,
         "target": target,
@@ -284,6 +307,8 @@ def _write_json(path: str | None, verdict: str, target: str, seconds: float, cou
         report["checks"] = [account.to_json() for account in checks]
     if budget_to_finish is not None:
         report["budget_to_finish"] = budget_to_finish
+    if flaky:
+        report["flaky"] = list(flaky)
     if contracts:
         keys = ("name", "subject", "outcome", "seconds", "planned_seconds", "bounds", "engine_outcome", "message")
         report["contracts"] = [{key: c[key] for key in keys if key in c} for c in contracts]
@@ -295,6 +320,9 @@ def _write_json(path: str | None, verdict: str, target: str, seconds: float, cou
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    problem = output_problem({"--pytest": args.pytest}, {})
+    if problem:
+        return _fail_usage(problem)
     try:
         cex, found_on = load(args.counterexample)
     except (OSError, ValueError, KeyError, TypeError, SyntaxError) as error:
@@ -313,35 +341,51 @@ def run_replay(args: argparse.Namespace) -> int:
             findings = search._judge(cex.check, cex.call, cex.rule)
     except TargetError as error:
         return _fail_usage(str(error))
+    wrote = []
     if args.pytest:
-        _write_regression_test(args.pytest, cex, target.text)
+        _write_regression_test(args.pytest, cex, target)
+        wrote = [f"wrote {args.pytest}: a pytest regression test that passes once {cex.property} holds on this input"]
     same = [f for f in findings if f.invariant == cex.property]
     if not same:
-        print(f"PASS {target.text}: the counterexample to {cex.property} no longer fails")
+        print("\n".join([f"PASS {target.text}: the counterexample to {cex.property} no longer fails", *wrote]))
         return 0
     again = cex._replace(message=same[0].message)
-    print("\n".join(format_counterexample(again, same[0].result)))
+    print("\n".join(format_counterexample(again, same[0].result) + wrote))
     return 1
 
 
-def _write_regression_test(path: str, cex: Counterexample, target: str) -> None:
-    """A pytest file that replays the counterexample and passes once the bug is fixed."""
-    data = json.dumps(dict(cex.to_json(), target=target), indent=4)
+def _write_regression_test(path: str, cex: Counterexample, target) -> None:
+    """A pytest file that replays the counterexample and passes once the bug is fixed.
+
+    Every path in it is relative to the test file itself (``__file__``): the target's
+    file, and the folder the replay ran in (where a module target is imported from),
+    so the test passes wherever pytest is started."""
+    here = os.path.dirname(os.path.abspath(path))
+    root = os.path.relpath(os.getcwd(), here)
+    if target.path is not None:
+        target_code = f"os.path.join(HERE, {os.path.relpath(target.path, here)!r}) + {':' + target.function!r}"
+    else:
+        target_code = repr(target.text)
+    data = json.dumps(dict(cex.to_json(), target=target.text), indent=4)
     lines = [
-        f'"""Regression test generated by `schedcheck replay`: {cex.property} on {target}."""',
+        f'"""Regression test generated by `schedcheck replay`: {cex.property} on {target.text}."""',
         "",
         "import json",
+        "import os",
         "import subprocess",
         "import sys",
         "",
+        "HERE = os.path.dirname(os.path.abspath(__file__))",
+        f"ROOT = os.path.normpath(os.path.join(HERE, {root!r}))  # where `schedcheck replay` ran",
+        f"TARGET = {target_code}",
         f"COUNTEREXAMPLE = json.loads({data!r})",
         "",
         "",
         f"def test_{cex.property}_regression(tmp_path):",
         '    saved = tmp_path / "cex.json"',
         "    saved.write_text(json.dumps(COUNTEREXAMPLE))",
-        f"    command = [sys.executable, '-m', 'proofs.cli.main', 'replay', str(saved), {target!r}]",
-        "    run = subprocess.run(command, capture_output=True, text=True)",
+        "    command = [sys.executable, '-m', 'proofs.cli.main', 'replay', str(saved), TARGET]",
+        "    run = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)",
         "    assert run.returncode == 0, run.stdout + run.stderr",
         "",
     ]

@@ -107,6 +107,27 @@ class ChapterModel:
     def call_from_json(self, value: dict):
         return tuple(value[name] for name in self.parameters)
 
+    def contract_part(self, result):
+        """The part of a result the contract fixes: its keys, each ``completed`` entry's and each
+        trace entry's (extra keys are allowed and may hold anything, so no check compares them)."""
+        from spec.observation import COMPLETED_KEYS, RESULT_KEYS
+
+        if not isinstance(result, dict) or any(key not in result for key in RESULT_KEYS):
+            return result  # not the contract's shape: well_typed says so, compare it whole
+        part = {key: result[key] for key in RESULT_KEYS}
+        completed, trace = part["completed"], part["trace"]
+        if isinstance(completed, (list, tuple)):
+            part["completed"] = [
+                {key: entry[key] for key in COMPLETED_KEYS if key in entry} if isinstance(entry, dict) else entry
+                for entry in completed
+            ]
+        if isinstance(trace, (list, tuple)):
+            part["trace"] = [
+                {key: entry[key] for key in ("tick", "served") if key in entry} if isinstance(entry, dict) else entry
+                for entry in trace
+            ]
+        return part
+
     def drawable(self, call, result) -> bool:
         """True when ``call`` is valid and ``result`` has the contract's shape, so a timeline can be drawn."""
         from spec.observation import Observation, observe

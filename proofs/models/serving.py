@@ -111,6 +111,23 @@ class ServingModel:
     def call_from_json(self, value: dict):
         return tuple(value[name] for name in self.parameters)
 
+    def contract_part(self, result):
+        """The part of a result the contract fixes: its keys, each request record's and each trace
+        entry's (extra keys are allowed and may hold anything, so no check compares them)."""
+        from spec.serving.metrics import ENTRY_KEYS, RECORD_KEYS
+        from spec.serving.observation import RESULT_KEYS
+
+        if not isinstance(result, dict) or any(key not in result for key in RESULT_KEYS):
+            return result  # not the contract's shape: well_typed says so, compare it whole
+        part = {key: result[key] for key in RESULT_KEYS}
+        records, trace = part["requests"], part["trace"]
+        if isinstance(records, (list, tuple)):
+            fixed = ("id", "arrival", "prompt", "output", "abort") + RECORD_KEYS
+            part["requests"] = [{k: r[k] for k in fixed if k in r} if isinstance(r, dict) else r for r in records]
+        if isinstance(trace, (list, tuple)):
+            part["trace"] = [{k: e[k] for k in ENTRY_KEYS if k in e} if isinstance(e, dict) else e for e in trace]
+        return part
+
     def drawable(self, call, result) -> bool:
         """True when ``call`` is valid and ``result`` has the contract's shape, so a timeline can be drawn."""
         from spec.registry import Violation

@@ -70,9 +70,7 @@ def write_reports(kind: str, report: dict, target_text: str | None, junit_path: 
 
 
 def _write_text(path: str, text: str) -> None:
-    directory = os.path.dirname(path)
-    if directory:
-        os.makedirs(directory, exist_ok=True)
+    # the folder exists: every command checks its output paths first (proofs.cli.paths)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
 

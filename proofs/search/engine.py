@@ -26,6 +26,13 @@ Bounds: the target runs in a child process (proofs.sandbox) with a wall-clock
 limit per call (a hang is a ``termination`` counterexample once it is confirmed at
 the full limit in a fresh process) and a memory cap; the whole run stops at its
 deadline, and minimisation has a deadline of its own.
+
+A failure is reported only if it reproduces in a fresh process.  One that does not
+(not on the minimised call, not on the original, not as a ``deterministic`` failure)
+is retried once more: a fresh process is given the same calls the failing one had
+answered, then the failing call with a limit ``RETRY_FACTOR`` times larger.  If it
+fails again it is reported (saying so); if not it is flaky: listed in ``flaky`` and
+in the report, never a counterexample, and the search goes on.
 """
 
 from __future__ import annotations
@@ -51,6 +58,8 @@ from proofs.search.database import GuardedDatabase
 ENGINE = "hypothesis"
 HYPOTHESIS_SHRINK_SECONDS = 0.3  # then the deterministic minimiser takes over
 HANG_PROBE_SECONDS = 0.25  # the limit of one probe while a hang is minimised (then confirmed at the full limit)
+RETRY_FACTOR = 4  # a failure seen once only is retried with this many times the per-call limit
+FLAKY_PER_CHECK = 3  # after this many flaky failures a check stops (and is unfinished)
 CHECKS = ("replay", "validation", "conformance", "deterministic", "corrupted_validation", "stateful")
 EXAMPLES = {"conformance": 500, "deterministic": 30, "validation": 200, "stateful": 60}
 REPEATED_CALLS = 7  # target calls per example of the deterministic check (proofs.search.judge.judge_repeated_call)
@@ -166,6 +175,8 @@ class Search:
         self.unfinished: list[str] = []  # the checks the deadline cut short or never let start
         self.checks: list[CheckAccount] = []  # one account per check run (or due to run), in order
         self._account = CheckAccount("none", 0)  # the account of the check now running
+        self.flaky: list[dict] = []  # failures seen once that did not reproduce: not counterexamples
+        self._history: list = []  # the calls the failing call's process had answered before it
 
     # -- the run ---------------------------------------------------------------------
 
@@ -298,7 +309,12 @@ class Search:
                 small = self.model.minimize_invalid(
                     call, lambda c: any(f.invariant == wanted for f in self._invalid(c, rule)), self._shrink_seconds()
                 )
-                self._record("validation", small, self._invalid(small, rule)[0], rule)
+                again = [f for f in self._invalid(small, rule) if f.invariant == wanted]
+                if not again:  # it did not fail again: flaky, not a counterexample
+                    self.flaky.append({"invariant": wanted, "size": self.model.size(call),
+                                       "input_repr": self._repr(call), "message": f"an invalid call ({rule}) failed once, but not again"})
+                    continue
+                self._record("validation", small, again[0], rule)
                 if self._done():
                     return False
             self.progress("validation", self.calls_tried)
@@ -322,7 +338,13 @@ class Search:
                 return any(f.invariant == wanted for f in judge(c))
 
             small = self.model.minimize_invalid(call, fails, self._shrink_seconds())
-            return small, [f for f in judge(small) if f.invariant == wanted][0]
+            for candidate in (small, call):
+                again = [f for f in judge(candidate) if f.invariant == wanted]
+                if again:
+                    return candidate, again[0]
+            self.flaky.append({"invariant": wanted, "size": self.model.size(call),
+                               "input_repr": self._repr(call), "message": "an invalid call failed once, but not again"})
+            return call, None
 
         return self._search(
             "validation", self.model.corrupted_calls(), judge, minimize, rule="a corrupted input", replay_as="validation"
@@ -379,7 +401,52 @@ class Search:
         for candidate in (small, call):
             if any(f.invariant == "deterministic" for f in self._repeated(candidate)):
                 return self._minimize_repeated(candidate, "deterministic")
-        return call, Finding(wanted, "failed during the search, but not again in a fresh process")
+        again = self._retry(call, wanted, self._history)
+        if again is not None:
+            return call, again
+        return call, None  # flaky: recorded by _retry, not a counterexample
+
+    def _retry(self, call, wanted: str, history: list) -> Finding | None:
+        """The failure once more in a fresh process, after the calls that came before it,
+        with a larger limit; the finding if it fails again, else None (and it is flaky)."""
+        limit = (self.process.call_seconds or 1.0) * RETRY_FACTOR
+        stop = time.monotonic() + self._shrink_seconds()
+        self.process.close()
+        replayed = 0
+        for earlier in history:
+            if time.monotonic() > stop:
+                break
+            self.calls_tried += 1
+            self.process.call(*copy.deepcopy(earlier), seconds=limit)
+            replayed += 1
+        first = [f for f in judge_valid_call(self._last_outcome(call, limit), *call, model=self.model)
+                 if f.invariant == wanted]
+        after = f"after the {replayed} calls its process had answered before it" if replayed else "as the first call"
+        if first:
+            return first[0]._replace(message=(
+                f"{first[0].message} (it did not fail again alone in a fresh process, but did in a fresh "
+                f"process {after}, with a {limit:g} s limit)"
+            ))
+        self.flaky.append({
+            "invariant": wanted,
+            "size": self.model.size(call),
+            "input_repr": self._repr(call),
+            "message": (
+                f"failed once, but not again in a fresh process: not alone, nor after the {replayed} "
+                f"(of {len(history)}) calls its process had answered before it, with a {limit:g} s limit"
+                if history else
+                f"failed once, but not again in a fresh process, alone or with a {limit:g} s limit"
+            ),
+        })
+        return None
+
+    def _repr(self, call) -> str:
+        """The call as runnable Python, as a counterexample would print it."""
+        return Counterexample("", ENGINE, "conformance", tuple(call), "", model=self.model.name).input_repr()
+
+    def _last_outcome(self, call, limit: float):
+        self.calls_tried += 1
+        return self.process.call(*copy.deepcopy(call), seconds=limit)
 
     def _minimize_repeated(self, call, wanted: str):
         def fails(candidate) -> bool:
@@ -388,7 +455,15 @@ class Search:
         small = self.model.minimize_valid(call, fails, self._shrink_seconds())
         findings = [f for f in self._repeated(small) if f.invariant == wanted]
         if not findings:
-            small, findings = call, [Finding(wanted, "failed once; did not fail again")]
+            small = call
+            findings = [f for f in self._repeated(call) if f.invariant == wanted]
+        if not findings:
+            self.flaky.append({
+                "invariant": wanted, "size": self.model.size(call),
+                "input_repr": self._repr(call),
+                "message": "failed once in the repeated-call check, but not again in fresh processes",
+            })
+            return call, None
         return small, findings[0]
 
     def _search(self, check: str, strategy, judge, minimize, rule: str = "", per_example: int = 1,
@@ -397,7 +472,11 @@ class Search:
         True when its last round ran every example it planned (``check`` names its example count)."""
         account = self._account
         replay_as = replay_as or check
+        flaky_before = len(self.flaky)
         while not self._done():
+            if len(self.flaky) - flaky_before >= FLAKY_PER_CHECK:
+                account.stopped = "flaky"  # it keeps failing once and never again: stop here, unfinished
+                return False
             ignore = set(self.known)
             state = {"locked": None, "call": None, "since": None}
             database = GuardedDatabase(self.database) if self.database is not None else None
@@ -423,6 +502,7 @@ class Search:
                     return
                 state["locked"] = state["locked"] or findings[0].invariant
                 state["call"] = copy.deepcopy(call)
+                state["history"] = list(getattr(self.process, "history", [None])[:-1])  # before this call
                 state["since"] = state["since"] or time.monotonic()
                 hanging = findings[0].invariant == "termination" and "did not return" in findings[0].message
                 if hanging or time.monotonic() - state["since"] > HYPOTHESIS_SHRINK_SECONDS:
@@ -459,6 +539,10 @@ class Search:
                     raise
             if state["call"] is None:
                 return True  # every planned example ran
+            self._history = state.get("history") or []
             small, finding = minimize(state["call"], state["locked"])
+            self._history = []
+            if finding is None:
+                continue  # flaky: not a counterexample; search on
             self._record("deterministic" if finding.invariant == "deterministic" else replay_as, small, finding, rule)
         return False

@@ -53,13 +53,44 @@ def judge_valid_call(outcome: Outcome, *call, reference: dict | None = None, mod
         return [Finding("termination", f"a valid call raised {outcome.error} instead of returning a result")]
     findings = []
     if outcome.mutated:
-        findings.append(Finding("input_unchanged", f"the call modified the caller's {model.parameters[0]}"))
+        findings.append(Finding("input_unchanged", describe_change(call, outcome.args_after, model.parameters)))
     if not outcome.sendable:
         findings.append(Finding("well_typed", f"the result is not plain data: {outcome.error}"))
         return _first(findings, model)
     for violation in model.check(call, outcome.result, reference):
         findings.append(Finding(violation.invariant, violation.message, violation, outcome.result))
     return _first(findings, model)
+
+
+def describe_change(before: tuple, after: tuple | None, names: tuple) -> str:
+    """How a call changed its arguments: the first argument that differs and, in a list, its first
+    element that differs, before and after (or what else changed)."""
+    if after is None:
+        return f"the call modified the caller's {names[0]}, which cannot be shown as the call left them"
+    for name, old_arg, new_arg in zip(names, before, after):
+        if old_arg == new_arg and type(old_arg) is type(new_arg):
+            continue
+        where = f"the call modified the caller's {name}: "
+        if type(new_arg) is not type(old_arg):
+            return where + f"the {type(old_arg).__name__} became a {type(new_arg).__name__}"
+        if not isinstance(old_arg, (list, tuple)):
+            return where + f"{name} was {_short(old_arg)}, after the call {_short(new_arg)}"
+        if len(new_arg) != len(old_arg):
+            return where + f"it had {len(old_arg)} items and has {len(new_arg)} after the call"
+        for index, (old, new) in enumerate(zip(old_arg, new_arg)):
+            if old != new or type(old) is not type(new):
+                line = where + f"{name}[{index}] was {_short(old)}, after the call {_short(new)}"
+                ids = [item.get("id") if isinstance(item, dict) else None for item in old_arg]
+                new_ids = [item.get("id") if isinstance(item, dict) else None for item in new_arg]
+                if sorted(map(repr, ids)) == sorted(map(repr, new_ids)) and ids != new_ids:
+                    line += f" (reordered: ids {_short(ids)} became {_short(new_ids)})"
+                return line
+    return f"the call modified the caller's {names[0]}: a value changed in place (its repr did not)"
+
+
+def _short(value, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def judge_invalid_call(outcome: Outcome, rule: str) -> list[Finding]:
@@ -79,8 +110,10 @@ def _no_harness_error(outcome: Outcome) -> None:
         raise HarnessError(f"the sandbox failed, not the target: {outcome.error}")
 
 
-def _same(first: Outcome, second: Outcome) -> bool:
-    return (first.kind, first.result, first.error) == (second.kind, second.result, second.error)
+def _same(first: Outcome, second: Outcome, model) -> bool:
+    """Two outcomes alike as the contract sees them (extra result keys may hold anything: never compared)."""
+    return ((first.kind, model.contract_part(first.result), first.error)
+            == (second.kind, model.contract_part(second.result), second.error))
 
 
 def judge_repeated_call(process: TargetProcess, call, model=None) -> list[Finding]:
@@ -98,13 +131,13 @@ def judge_repeated_call(process: TargetProcess, call, model=None) -> list[Findin
     for other in model.calls_between(call):
         process.call(*other)
     again = process.call(*call)
-    if not _same(first, again):
+    if not _same(first, again, model):
         return [Finding(
             "deterministic",
             "after other calls (other settings, rejected inputs), "
             "this call gave a different result than in a fresh process",
             result=again.result,
         )]
-    if not _same(again, process.call(*call)):
+    if not _same(again, process.call(*call), model):
         return [Finding("deterministic", "the same call, made twice in a row, gave two different results")]
     return []

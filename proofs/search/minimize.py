@@ -4,8 +4,10 @@ Hypothesis's shrinker gets close; this pass makes the answer canonical, so the s
 bug gives the same counterexample on every run.  It greedily tries smaller calls,
 in the order of what "smaller" means to a reader: fewer jobs first (dropped, or two
 neighbours merged into one with their tokens summed), then smaller slots, tokens,
-arrivals and ids, and keeps a candidate only when it still breaks the same invariant.  It repeats until nothing changes or its deadline passes, and
-never returns a call that was not seen to fail.
+arrivals and ids, then the list nearer id order (a swap of neighbours at a time),
+and keeps a candidate only when it still breaks the same invariant.  It repeats
+until nothing changes or its deadline passes, and never returns a call that was
+not seen to fail.
 """
 
 from __future__ import annotations
@@ -133,6 +135,22 @@ def minimize_valid_call(call: Call, fails: Callable[[Call], bool], seconds: floa
             renumbered[index]["id"] = new_id
         attempt(with_jobs(renumbered))
         attempt(with_jobs(sorted(best[0], key=lambda job: job["id"])))
+        # nearer id order, a swap of neighbours at a time: a failure that needs the list out
+        # of order (the call sorts it in place) keeps only the disorder it needs
+        swapped = True
+        while swapped and time.monotonic() < deadline:
+            swapped = False
+            for index in range(len(best[0]) - 1):
+                if best[0][index]["id"] > best[0][index + 1]["id"]:
+                    jobs = list(best[0])
+                    jobs[index], jobs[index + 1] = jobs[index + 1], jobs[index]
+                    swapped = attempt(with_jobs(jobs)) or swapped
+        in_order = sorted(best[0], key=lambda job: job["id"])
+        for index in reversed(range(len(in_order) - 1)):  # id order but for one swap, the smallest (last) first
+            jobs = list(in_order)
+            jobs[index], jobs[index + 1] = jobs[index + 1], jobs[index]
+            if attempt(with_jobs(jobs)):
+                break
         # smaller slots
         smallest(best[1], 1, lambda s: attempt((best[0], s, best[2])))
         # smaller tokens, then earlier arrivals, job by job

@@ -38,6 +38,7 @@ class Merged(NamedTuple):
     calls: int
     unfinished: list
     checks: list = []  # one proofs.search.engine.CheckAccount per check, in check order
+    flaky: list = []  # failures seen once that did not reproduce (proofs.search.engine.Search.flaky)
 
 
 class _Task(NamedTuple):
@@ -91,7 +92,7 @@ def run_parallel(
     replay = _run_task(_Task(-1, "replay", target, deadline, stateful, find_all, db, saved_dir,
                              call_seconds, seed, examples, *named), database=database)
     if replay[1] and not find_all:
-        return Merged(replay[1], replay[2], [], list(replay[5]))
+        return Merged(replay[1], replay[2], [], list(replay[5]), list(replay[6]))
 
     checks = plan(stateful)
     context = multiprocessing.get_context("fork")  # shared with the sandbox's forked children
@@ -128,11 +129,13 @@ def run_parallel(
             child.kill()
     results = [by_index[index] for index in sorted(by_index)]
     found, calls, unfinished, accounts = list(replay[1]), replay[2], [], list(replay[5])
+    flaky = list(replay[6])
     from proofs.search.engine import CheckAccount
 
     for result in results:
-        index, found_here, calls_here, unfinished_here, cancelled, accounts_here = result
+        index, found_here, calls_here, unfinished_here, cancelled, accounts_here, flaky_here = result
         calls += calls_here
+        flaky += flaky_here
         if cancelled:
             accounts += [CheckAccount(a.check, a.planned, a.tried, False, a.seconds, "counterexample") for a in accounts_here]
             continue
@@ -145,7 +148,7 @@ def run_parallel(
             unfinished.append(check)
     if not find_all:
         found = found[:1]
-    return Merged(found, calls, unfinished, accounts)
+    return Merged(found, calls, unfinished, accounts, flaky)
 
 
 def _worker(task: _Task, first_found, warned):
@@ -167,7 +170,7 @@ def _warn_once(message: str) -> None:
 
 
 def _run_task(task: _Task, database=None):
-    """One check in this process: (index, found, calls, unfinished, cancelled, accounts)."""
+    """One check in this process: (index, found, calls, unfinished, cancelled, accounts, flaky)."""
     from proofs import models
     from proofs.search.engine import Search
     from proofs.sandbox import TargetProcess
@@ -197,4 +200,5 @@ def _run_task(task: _Task, database=None):
         with first_found.get_lock():
             first_found.value = min(first_found.value, task.index)
     pairs = [(f.counterexample, f.actual) for f in found]
-    return task.index, pairs, search.calls_tried, list(search.unfinished), cancelled["now"], list(search.checks)
+    return (task.index, pairs, search.calls_tried, list(search.unfinished), cancelled["now"], list(search.checks),
+            list(search.flaky))

@@ -1,6 +1,6 @@
 """Takes schedule(jobs, slots) without the continuous parameter and always runs continuous batching."""
 
-EXPECTED = "signature"
+EXPECTED = "cannot be called as schedule(jobs, slots, continuous)"  # a usage error (exit 2), not a counterexample
 
 FIELDS = ("id", "arrival", "tokens")
 
