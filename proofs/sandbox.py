@@ -39,8 +39,8 @@ class Outcome(NamedTuple):
     mutated: bool = False  # the call modified its input
 
 
-def _child(connection, target: Target, memory_bytes: int, shape: tuple) -> None:
-    """The child's loop: load the target, then answer calls until the pipe closes."""
+def _child(connection, target: Target, memory_bytes: int, shape: tuple, adapter=None) -> None:
+    """The child's loop: load the target (wrapped by ``adapter``, if any), then answer calls until the pipe closes."""
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
@@ -54,6 +54,8 @@ def _child(connection, target: Target, memory_bytes: int, shape: tuple) -> None:
         connection.send(("load_error", str(error)))
         return
     problem = signature_problem(function, *shape)
+    if adapter is not None and problem is None:
+        function = adapter(function)  # e.g. an online factory, driven by proofs.online.driver in this child
     connection.send(("ready", problem))
     while True:
         try:
@@ -97,8 +99,10 @@ class TargetProcess:
         call_seconds: float = DEFAULT_CALL_SECONDS,
         memory_bytes: int = DEFAULT_MEMORY_BYTES,
         shape: tuple = DEFAULT_SHAPE,
+        adapter=None,
     ) -> None:
         self.target = target
+        self.adapter = adapter  # applied in the child to the loaded callable: what is called is adapter(target)
         self.shape = shape  # (example arguments, how the call is written) for the signature check
         self.call_seconds = call_seconds
         self.memory_bytes = memory_bytes
@@ -111,7 +115,7 @@ class TargetProcess:
         """Start the child and load the target; raise TargetError if it cannot be loaded."""
         context = multiprocessing.get_context("fork")
         parent_end, child_end = context.Pipe()
-        process = context.Process(target=_child, args=(child_end, self.target, self._memory_limit(), self.shape), daemon=True)
+        process = context.Process(target=_child, args=(child_end, self.target, self._memory_limit(), self.shape, self.adapter), daemon=True)
         process.start()
         child_end.close()
         self._process, self._connection = process, parent_end
