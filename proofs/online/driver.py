@@ -22,6 +22,13 @@ What ``drive`` does, exactly:
   those requests end unfinished in the result (the oracle reports them);
 - an entry that is not well shaped ends the drive: it is recorded as returned, so the
   oracle reports ``well_typed``;
+- the drive ends at the first tick whose entry the harness cannot follow as a correct
+  engine's (``proofs.online.shadow``: blocks not given back, a block held twice or out
+  of range, a block count off, a request served before it was added or after it
+  ended), since a leak would otherwise starve the run and the rest of it follows from
+  that tick: the result so far is returned with ``stopped`` ({invariant, message,
+  tick}); the online model then reports the oracle's violations before that tick, and
+  that one;
 - an exception from the engine ends the drive: a ValueError is raised again as a
   ValueError naming the call and the tick (a valid call rejected: ``validation``), any
   other as ``EngineError`` (``termination``);
@@ -60,6 +67,13 @@ def _call(what: str, tick: int, function, *args):
         raise EngineError(f"tick {tick}: engine.{what} raised {type(error).__name__}: {error}") from None
 
 
+def _first_problem(shadow) -> dict | None:
+    """The first problem the entries showed (a leak, a block held twice, a request served after it ended), or None."""
+    for invariant, message, tick in shadow.problems:
+        return {"invariant": invariant, "message": message, "tick": tick}
+    return None
+
+
 def _client_copy(request: dict) -> dict:
     return {key: copy.deepcopy(value) for key, value in request.items() if key != "abort"}
 
@@ -74,6 +88,7 @@ def drive(engine, requests, config) -> dict:
     trace, view_violations = [], []
     seen_views: set[str] = set()
     added, tick, idle = 0, 0, 0
+    stopped = None
     while True:
         if not shadow.live:
             if added == len(order):
@@ -100,6 +115,9 @@ def drive(engine, requests, config) -> dict:
         else:
             idle = 0
             trace.append(shadow.apply(tick, entry))
+            stopped = _first_problem(shadow)
+            if stopped is not None:
+                break
         if has_view:
             for invariant, message, at in shadow.view_problems(_call("view()", tick, engine.view), tick):
                 if invariant not in seen_views:
@@ -111,6 +129,8 @@ def drive(engine, requests, config) -> dict:
     result = shadow.result(trace)
     if view_violations:
         result["view_violations"] = view_violations
+    if stopped is not None:
+        result["stopped"] = stopped
     return result
 
 
@@ -124,6 +144,7 @@ def drive_chapter(engine, jobs, slots, continuous) -> dict:
     trace, view_violations = [], []
     seen_views: set[str] = set()
     added, tick, idle = 0, 0, 0
+    stopped = None
     while True:
         if not shadow.live:
             if added == len(order):
@@ -142,6 +163,9 @@ def drive_chapter(engine, jobs, slots, continuous) -> dict:
             idle = 0
             shadow.apply(tick, list(served))
             trace.append({"tick": tick, "served": list(served)})
+            stopped = _first_problem(shadow)
+            if stopped is not None:
+                break
         else:
             idle += 1
             shadow.clock = tick + 1
@@ -164,6 +188,8 @@ def drive_chapter(engine, jobs, slots, continuous) -> dict:
     }
     if view_violations:
         result["view_violations"] = view_violations
+    if stopped is not None:
+        result["stopped"] = stopped
     return result
 
 

@@ -107,6 +107,7 @@ class ServingShadow:
         self.clock = 0
         self.trace: list[dict] = []
         self.problems: list[tuple[str, str, int]] = []  # (invariant, message, tick)
+        self.owner: dict[int, int] = {}  # block id -> the request whose entries say it holds it
 
     # -- the client's side ---------------------------------------------------------
 
@@ -174,6 +175,8 @@ class ServingShadow:
             row.recomputed += row.computed
             row.computed = 0
             row.preemptions += 1
+        done_now = set(plain["aborted"]) | set(plain["preempted"])
+        freed_now = {i: set(b) for i, b in plain["freed"]}
         for request_id, n in plain["scheduled"]:
             row = self._row(request_id, tick, "schedules")
             if row is None:
@@ -199,6 +202,15 @@ class ServingShadow:
         for request_id, blocks in plain["allocated"]:
             row = self.rows.get(request_id)
             if row is not None:
+                for block in blocks:
+                    holder = self.owner.get(block)
+                    if holder is not None and not (holder in done_now and block in freed_now.get(holder, ())):
+                        self._problem("kv_exclusive", f"tick {tick} allocates block {block} to request {request_id} "
+                                      f"while request {holder} holds it", tick)
+                    if not 0 <= block < self.config.num_blocks:
+                        self._problem("kv_capacity", f"tick {tick} allocates block {block}: ids are "
+                                      f"0..{self.config.num_blocks - 1}", tick)
+                    self.owner[block] = request_id
                 row.blocks.extend(blocks)
         for request_id in plain["finished"]:
             row = self._row(request_id, tick, "finishes")
@@ -217,6 +229,19 @@ class ServingShadow:
                 for block in blocks:
                     if block in row.blocks:
                         row.blocks.remove(block)
+                        if self.owner.get(block) == request_id:
+                            del self.owner[block]
+        size = self.config.block_size
+        for request_id in set(plain["aborted"]) | set(plain["preempted"]) | set(plain["finished"]):
+            row = self.rows.get(request_id)
+            if row is not None and row.blocks:
+                self._problem("kv_exact", f"request {request_id} left the running list in tick {tick} but freed "
+                              f"does not give back its blocks {row.blocks}: a leak", tick)
+        for request_id, _ in plain["scheduled"]:
+            row = self.rows.get(request_id)
+            if row is not None and row.status == RUNNING and len(row.blocks) != blocks_for(row.computed, size):
+                self._problem("kv_exact", f"after tick {tick} request {request_id} holds {len(row.blocks)} blocks "
+                              f"for {row.computed} cached tokens, not {blocks_for(row.computed, size)}", tick)
         self.latest = serving.Entry(
             tick,
             tuple((i, n) for i, n in plain["scheduled"]),

@@ -16,7 +16,8 @@ What it runs, in order, stopping at the first counterexample (``--all`` goes on)
    included (``deterministic``); then related calls side by side (proofs.search.relations:
    both policies, one slot, a slot per job);
 5. bad inputs combined at random (``strategies.corrupted_calls``);
-6. for our own impl, the stateful test of the online Scheduler (proofs.search.stateful).
+6. for our own impl (through its factory) and for an online target, the stateful test
+   through the online protocol (proofs.online.stateful).
 
 Bounds: the target runs in a child process with a wall-clock limit per call (a hang
 is a ``termination`` counterexample) and a memory cap; the whole run stops at its
@@ -46,6 +47,7 @@ ENGINE = "hypothesis"
 HYPOTHESIS_SHRINK_SECONDS = 0.3  # then the deterministic minimiser takes over
 HANG_PROBE_SECONDS = 0.25  # the limit of one probe while a hang is minimised (then confirmed at the full limit)
 CHECKS = ("replay", "validation", "conformance", "deterministic", "metamorphic", "corrupted_validation", "stateful")
+OUR_FACTORIES = {"chapter": "impl:make_scheduler", "serving": "impl:make_serving"}  # our impl, online
 EXAMPLES = {"conformance": 500, "metamorphic": 60, "deterministic": 30, "validation": 200, "stateful": 60}
 
 
@@ -257,16 +259,21 @@ class Search:
         self._search("validation", self.model.corrupted_calls(), judge, minimize, rule="a corrupted input")
 
     def _stateful(self) -> None:
-        if self.model.name == "serving":
-            from proofs.search.serving_stateful import run_stateful
-        else:
-            from proofs.search.stateful import run_stateful
+        """The stateful test through the online protocol: the online target, or our impl's factory."""
+        from proofs.online.stateful import run_stateful
+        from proofs.targets import parse_target
 
-        failure = run_stateful(self.examples["stateful"], self.seed)
+        if getattr(self.model, "online", False):
+            target = self.process.target
+        else:
+            target = parse_target(OUR_FACTORIES[self.model.name])
+        policy = "none" if self.model.policy == "none" else "fcfs"
+        failure = run_stateful(target, self.model.name, self.examples["stateful"], self.seed, policy=policy,
+                               call_seconds=self.process.call_seconds or 1.0)
         if failure is not None:
             invariant, message, program = failure
             cex = Counterexample(invariant, ENGINE, "stateful", tuple(self.model.example_call),
-                                 message + "\n" + program, model=self.model.name)
+                                 program, model=self.model.name)
             self.found.append(Found(cex, None))
 
     # -- search and minimisation ---------------------------------------------------------
