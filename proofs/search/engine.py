@@ -269,7 +269,7 @@ class Search:
             target = parse_target(OUR_FACTORIES[self.model.name])
         policy = "none" if self.model.policy == "none" else "fcfs"
         failure = run_stateful(target, self.model.name, self.examples["stateful"], self.seed, policy=policy,
-                               call_seconds=self.process.call_seconds or 1.0)
+                               call_seconds=self.process.call_seconds or 1.0, deadline=self.deadline)
         if failure is not None:
             invariant, message, program = failure
             cex = Counterexample(invariant, ENGINE, "stateful", tuple(self.model.example_call),
