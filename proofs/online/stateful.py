@@ -257,7 +257,7 @@ def replayable(invariant: str, message: str, program: list[str], timeline: list[
     lines = [f"# {invariant}: {message}", "# the calls, in order (make is the target's factory):"]
     lines += program
     if timeline:
-        lines += ["", *timeline]
+        lines += ["", "# the timeline of the failing run:", *(f"# {line}" for line in timeline)]
     return "\n".join(lines)
 
 

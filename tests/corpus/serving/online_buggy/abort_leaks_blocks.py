@@ -1,6 +1,6 @@
 """An aborted running request's blocks are dropped from its table but never given back to the pool, nor listed as freed."""
 
-kv_exactECTED = "kv_exact"
+EXPECTED = "kv_exact"
 
 
 class Engine:

@@ -1,6 +1,8 @@
 """A preempted request that is admitted again is not taken off the front of the queue, so it is admitted, and scheduled, twice."""
 
-no_duplicate_activeECTED = "no_duplicate_active"
+EXPECTED = "every_job_completes_once"
+# the resumed request is at once waiting and running (view() shows it); when budget is left it is
+# also scheduled twice in one tick, which is no_duplicate_active
 
 
 class Engine:

@@ -1,6 +1,7 @@
 """An abort of a request that is still waiting is dropped: only running requests are aborted."""
 
-every_job_completes_onceECTED = "every_job_completes_once"
+EXPECTED = "no_start_before_arrival"
+# the ignored abort shows first as the request scheduled at its abort tick; every_job_completes_once follows
 
 
 class Engine:
