@@ -238,3 +238,31 @@ def test_the_stateful_test_contains_a_hang():
     found = run_stateful(parse_target(f"{path}:make"), "serving", 60, seed=0, call_seconds=0.5)
     assert found is not None and found[0] == "termination" and "timeout" in found[1]
     assert time.monotonic() - started < 90
+
+
+CHAPTER_BUGGY = os.path.join(HERE, "corpus", "online_buggy", "backfills_one_too_many.py")
+
+
+def test_verify_online_catches_a_buggy_chapter_engine(tmp_path):
+    run = verify("--online", f"{CHAPTER_BUGGY}:make", "--examples", "100", "--budget", "60", "--save-dir", str(tmp_path))
+    assert run.returncode == 1 and run.stdout.startswith("FAIL slot_bound "), run.stdout + run.stderr
+
+
+def test_the_chapter_stateful_test_finds_the_extra_slot():
+    found = run_stateful(parse_target(f"{CHAPTER_BUGGY}:make"), "chapter", 60, seed=0)
+    assert found is not None and found[0] == "slot_bound", found
+    assert "engine = make(slots=" in found[2] and "engine.submit(" in found[2]
+    compile(found[2], "<program>", "exec")
+
+
+def test_policy_none_online_passes_a_correct_engine():
+    run = verify("--model", "serving", "--policy", "none", "--online", f"{CLOCK_FREE}:make", "--examples", "60",
+                 "--budget", "60")
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_online_usage_errors():
+    both = verify("impl:serve", "--model", "serving", "--online", "impl:make_serving")
+    assert both.returncode == 2 and "not both" in both.stderr
+    workers = verify("--model", "serving", "--online", "impl:make_serving", "--workers", "2")
+    assert workers.returncode == 2 and "one worker" in workers.stderr
