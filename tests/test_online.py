@@ -219,6 +219,7 @@ def test_the_stateful_test_finds_a_leak_and_prints_a_replayable_program():
     assert invariant == "kv_exact" and "leak" in message
     calls = [line for line in program.splitlines() if line.startswith(("engine", "entry"))]
     assert calls[0].startswith("engine = make(") and any(line.startswith("engine.abort(") for line in calls)
+    assert len(calls) == 5, program  # make, add_request, step, abort, step: no shorter program leaks on abort
     assert "# tick " in program and "# engine   req" in program  # the timeline, as comments
     compile(program, "<program>", "exec")  # the whole report is a Python program
     namespace = {"make": factory(path)}
@@ -235,7 +236,7 @@ def test_the_stateful_test_finds_a_leak_and_prints_a_replayable_program():
 def test_the_stateful_test_contains_a_hang():
     path = os.path.join(BUGGY, "hangs_on_abort.py")
     started = time.monotonic()
-    found = run_stateful(parse_target(f"{path}:make"), "serving", 60, seed=0, call_seconds=0.5)
+    found = run_stateful(parse_target(f"{path}:make"), "serving", 60, seed=0, call_seconds=0.5, shrink_seconds=10)
     assert found is not None and found[0] == "termination" and "timeout" in found[1]
     assert time.monotonic() - started < 90
 

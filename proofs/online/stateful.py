@@ -10,8 +10,9 @@ is ignored).  After every step it follows the entry (``proofs.online.shadow``) a
 checks every state invariant of the model's registry on the state the entries imply,
 then (policy fcfs) the entry against the spec's step (``spec.serving.step`` or
 ``spec.step``, block ids excepted), then ``view()`` against the entries when the
-engine has one.  A failure is shrunk by Hypothesis to the shortest sequence of calls
-and reported as a replayable program, with its timeline.
+engine has one.  A failure is shrunk by Hypothesis (for a bounded time), then calls are
+dropped one at a time while the same invariant still breaks (each candidate replayed on
+a fresh engine), and it is reported as a replayable program, with its timeline.
 
 What it establishes: for the programs it tried, every state the engine reached keeps
 the registry's state invariants and (fcfs) refines the spec tick by tick.  Bounds: at
@@ -37,7 +38,8 @@ from spec.serving.metrics import trace_entry
 from spec.serving.oracle import _plain
 
 STEPS = 40
-SHRINK_SECONDS = 60.0  # after the first failure, Hypothesis shrinks for at most this long (and never past the deadline)
+SHRINK_SECONDS = 10.0  # after the first failure, Hypothesis shrinks for at most this long (never past the deadline);
+# then the client's calls are dropped one at a time while the same invariant still breaks
 SHAPES = {  # how each model's factory is called, for the sandbox's signature check
     "serving": (({"max_seqs": 1, "token_budget": 1, "block_size": 1, "num_blocks": 1, "chunked_prefill": True},),
                 "make(config)"),
@@ -71,12 +73,29 @@ class _Client(RuleBasedStateMachine):
         self.program: list[str] = []
         self.pending: list = []  # added by the client, not yet delivered: (arrival, id, dict)
         self.next_id = 0
+        self.actions: list = []  # the client's calls so far, (kind, args), for the final minimisation
+
+    def allowed(self, kind: str, args: tuple) -> bool:
+        """Whether the client may make this call now (the rules' preconditions, for a replayed program)."""
+        if kind == "make":
+            return self.shadow is None
+        if self.shadow is None:
+            return False
+        if kind == "add":
+            item = args[0]
+            known = set(self.shadow.rows if hasattr(self.shadow, "rows") else self.shadow.jobs)
+            return (item["arrival"] >= self.next_tick() and item["id"] not in known
+                    and all(item["id"] != i for _, i, _ in self.pending))
+        if kind == "abort":
+            request_id = args[0]
+            return request_id in self.shadow.live and self.shadow.rows[request_id].request.abort is None
+        return bool(self.shadow.live or self.pending)
 
     def send(self, line: str, *message):
         """One message to the engine in the child; a raise, hang or crash is a failure of the program."""
         record = self.record
         now = time.monotonic()
-        if now > record["deadline"] or (record["since"] is not None and now - record["since"] > SHRINK_SECONDS):
+        if now > record["deadline"] or (record["since"] is not None and now - record["since"] > record["shrink"]):
             raise _Stop
         self.program.append(line)
         outcome = self.process.call(*message)
@@ -91,7 +110,7 @@ class _Client(RuleBasedStateMachine):
         record = self.record
         best = record.get("best")
         if best is None or (invariant == best[0] and len(self.program) < len(best[2])):
-            record["best"] = (invariant, message, list(self.program), self.timeline())
+            record["best"] = (invariant, message, list(self.program), self.timeline(), list(self.actions))
         if record["since"] is None:
             record["since"] = time.monotonic()
         raise StateMismatch(invariant, message)
@@ -122,6 +141,10 @@ class ServingClient(_Client):
     @precondition(lambda self: self.shadow is None)
     @rule(config=configs())
     def make(self, config):
+        self.do_make(config)
+
+    def do_make(self, config):
+        self.actions.append(("make", (dict(config),)))
         self.config = dict(config)
         self.send(f"engine = make({self.config!r})", "make", dict(config))
         self.shadow = ServingShadow(serving.Config(**config))
@@ -135,8 +158,11 @@ class ServingClient(_Client):
         output = data.draw(st.integers(1, total), label="output")
         self.next_id += id_gap
         arrival = self.next_tick() + delay
-        request = {"id": self.next_id, "arrival": arrival, "prompt": total - output + 1, "output": output}
-        self.pending.append((arrival, self.next_id, request))
+        self.do_add({"id": self.next_id, "arrival": arrival, "prompt": total - output + 1, "output": output})
+
+    def do_add(self, request):
+        self.actions.append(("add", (dict(request),)))
+        self.pending.append((request["arrival"], request["id"], request))
         self.spec_state = serving.submit(self.spec_state, serving.Request(**request))
 
     @precondition(lambda self: self.shadow is not None
@@ -144,7 +170,10 @@ class ServingClient(_Client):
     @rule(data=st.data())
     def abort(self, data):
         live = [i for i in self.shadow.live if self.shadow.rows[i].request.abort is None]
-        request_id = data.draw(st.sampled_from(live), label="request id")
+        self.do_abort(data.draw(st.sampled_from(live), label="request id"))
+
+    def do_abort(self, request_id):
+        self.actions.append(("abort", (request_id,)))
         self.send(f"engine.abort({request_id!r})", "abort", request_id)
         self.shadow.set_abort(request_id, self.shadow.clock)
         if self.policy == "fcfs":
@@ -153,6 +182,10 @@ class ServingClient(_Client):
     @precondition(lambda self: self.shadow is not None and (self.shadow.live or self.pending))
     @rule()
     def step(self):
+        self.do_step()
+
+    def do_step(self):
+        self.actions.append(("step", ()))
         tick = self.next_tick()
         for request in self.deliver(tick, "add_request"):
             self.shadow.add(serving.Request(**request), dict(request))
@@ -203,6 +236,10 @@ class ChapterClient(_Client):
     @precondition(lambda self: self.shadow is None)
     @rule(slots=st.integers(1, 4), continuous=st.booleans())
     def make(self, slots, continuous):
+        self.do_make(slots, continuous)
+
+    def do_make(self, slots, continuous):
+        self.actions.append(("make", (slots, continuous)))
         self.send(f"engine = make(slots={slots}, continuous={continuous})", "make", slots, continuous)
         self.shadow = ChapterShadow(slots, continuous)
         self.spec_state = spec.initial([], slots, continuous)
@@ -214,13 +251,20 @@ class ChapterClient(_Client):
     def submit(self, delay, tokens, id_gap):
         self.next_id += id_gap
         arrival = self.next_tick() + delay
-        job = {"id": self.next_id, "arrival": arrival, "tokens": tokens}
-        self.pending.append((arrival, self.next_id, job))
+        self.do_add({"id": self.next_id, "arrival": arrival, "tokens": tokens})
+
+    def do_add(self, job):
+        self.actions.append(("add", (dict(job),)))
+        self.pending.append((job["arrival"], job["id"], job))
         self.spec_state = spec.submit(self.spec_state, spec.Job(**job))
 
     @precondition(lambda self: self.shadow is not None and (self.shadow.live or self.pending))
     @rule()
     def step(self):
+        self.do_step()
+
+    def do_step(self):
+        self.actions.append(("step", ()))
         tick = self.next_tick()
         for job in self.deliver(tick, "submit"):
             self.shadow.add(spec.Job(**job))
@@ -262,13 +306,13 @@ def replayable(invariant: str, message: str, program: list[str], timeline: list[
 
 
 def run_stateful(target, model_name: str, max_examples: int, seed: int | None = None, policy: str = "fcfs",
-                 call_seconds: float = 1.0, deadline: float | None = None):
+                 call_seconds: float = 1.0, deadline: float | None = None, shrink_seconds: float = SHRINK_SECONDS):
     """Drive ``target`` (a factory) through the protocol; return (invariant, message, program) for a failure, else None.
 
     The program is the shortest failing one found (Hypothesis shrinks it for at most
-    SHRINK_SECONDS); at ``deadline`` (time.monotonic()) the test stops."""
+    ``shrink_seconds``); at ``deadline`` (time.monotonic()) the test stops."""
     base = ServingClient if model_name == "serving" else ChapterClient
-    record = {"deadline": deadline if deadline is not None else float("inf"), "since": None}
+    record = {"deadline": deadline if deadline is not None else float("inf"), "since": None, "shrink": shrink_seconds}
     shape = SHAPES[model_name]
     with TargetProcess(target, call_seconds=call_seconds, shape=shape, adapter=session) as process:
 
@@ -294,7 +338,41 @@ def run_stateful(target, model_name: str, max_examples: int, seed: int | None = 
         except Exception:  # Hypothesis's Flaky around a failure that did not repeat: still a finding, below
             if record.get("best") is None:
                 raise
-    if record.get("best") is None:
-        return None
-    invariant, message, program, timeline = record["best"]
+        if record.get("best") is None:
+            return None
+        invariant, message, program, timeline, actions = _remove_calls(Machine, record["best"])
     return invariant, message, replayable(invariant, message, program, timeline)
+
+
+def _replay(machine_class, actions: list):
+    """Run the client's calls on a fresh engine, skipping those not allowed; the failure's record, or None."""
+    saved = machine_class.record
+    machine_class.record = {"deadline": float("inf"), "since": None, "shrink": float("inf")}
+    try:
+        machine = machine_class()
+        for kind, args in actions:
+            if machine.allowed(kind, args):
+                getattr(machine, "do_" + kind)(*args)
+        return None
+    except StateMismatch:
+        return machine_class.record["best"]
+    except Exception:  # the shortened program reached a state the spec cannot follow: not a reproduction
+        return None
+    finally:
+        machine_class.record = saved
+
+
+def _remove_calls(machine_class, best: tuple) -> tuple:
+    """Greedily drop client calls while the same invariant still breaks: the shortest program this way."""
+    invariant = best[0]
+    actions = list(best[4])
+    changed = True
+    while changed:
+        changed = False
+        for index in range(len(actions) - 1, 0, -1):  # never the make call
+            candidate = actions[:index] + actions[index + 1:]
+            again = _replay(machine_class, candidate)
+            if again is not None and again[0] == invariant:
+                best, actions, changed = again, list(again[4]), True
+                break
+    return best
