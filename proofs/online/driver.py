@@ -15,7 +15,11 @@ What ``drive`` does, exactly:
 - when no added request is unfinished, it jumps to the next arrival without stepping;
   when none is left to add either, the drive ends;
 - it reads each entry without its tick: a ``tick`` key is ignored, the harness's tick
-  is recorded; other unknown keys are dropped;
+  is recorded; other unknown keys are dropped; an engine that exposes its block tables
+  instead of ``allocated`` and ``freed`` gives ``blocks``: {id: [block ids]}, every
+  running request's table as the tick ran it (after its allocations, before the
+  finished give theirs back), from which the two lists are derived
+  (``from_block_tables``);
 - ``None``, or an entry whose lists are all empty, is an idle tick: it is left out of
   the trace (the contract has no entries for idle ticks) and the clock moves on; after
   ``IDLE_LIMIT`` idle steps in a row with requests unfinished the drive ends there, and
@@ -74,6 +78,43 @@ def _first_problem(shadow) -> dict | None:
     return None
 
 
+def from_block_tables(entry, held: dict) -> dict:
+    """The entry with ``allocated`` and ``freed`` derived from ``blocks``, the block tables the tick ran with.
+
+    ``held`` maps each running request to the blocks it held before the tick.  New ids
+    in a scheduled request's table are allocated (in ``scheduled`` order); the aborted
+    and preempted give back what they held and their table no longer shows, the finished what their table shows, and any
+    other request whose table lost ids gives those back (which the oracle reports)."""
+    tables = entry["blocks"]
+    if not (isinstance(tables, dict) and all(type(k) is int and isinstance(v, (list, tuple)) for k, v in tables.items())
+            and all(isinstance(entry.get(key), (list, tuple)) for key in ("scheduled", "aborted", "preempted", "finished"))):
+        return entry  # not readable: entry_problem names what is missing
+    derived = {key: value for key, value in entry.items() if key != "blocks"}
+    allocated = []
+    for pair in entry["scheduled"]:
+        request_id = pair[0] if isinstance(pair, (list, tuple)) and pair else None
+        new = [b for b in tables.get(request_id, ()) if b not in held.get(request_id, ())]
+        if new:
+            allocated.append([request_id, new])
+    freed, leaving = [], set()
+    for key in ("aborted", "preempted"):
+        for request_id in entry[key]:
+            leaving.add(request_id)
+            given = [b for b in held.get(request_id, ()) if b not in tables.get(request_id, ())]
+            if given:  # what its table still shows, it kept: a leak the oracle reports
+                freed.append([request_id, given])
+    for request_id in entry["finished"]:
+        leaving.add(request_id)
+        if tables.get(request_id):
+            freed.append([request_id, list(tables[request_id])])
+    for request_id, blocks in held.items():
+        lost = [b for b in blocks if b not in tables.get(request_id, ())]
+        if request_id not in leaving and lost:
+            freed.append([request_id, lost])
+    derived["allocated"], derived["freed"] = allocated, freed
+    return derived
+
+
 def _client_copy(request: dict) -> dict:
     return {key: copy.deepcopy(value) for key, value in request.items() if key != "abort"}
 
@@ -106,6 +147,8 @@ def drive(engine, requests, config) -> dict:
                 _call(f"abort({request_id!r})", tick, engine.abort, request_id)
                 shadow.set_abort(request_id, tick)
         entry = _call("step()", tick, engine.step)
+        if isinstance(entry, dict) and "blocks" in entry and "allocated" not in entry and "freed" not in entry:
+            entry = from_block_tables(entry, shadow.held())
         if entry is not None and entry_problem(entry) is not None:
             trace.append(entry)  # as returned: the oracle names what is wrong with it
             break

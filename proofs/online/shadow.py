@@ -128,6 +128,10 @@ class ServingShadow:
     def waiting(self) -> list[int]:
         return self.front + self.fresh
 
+    def held(self) -> dict[int, list[int]]:
+        """The blocks each running request holds, as the entries say (copies)."""
+        return {i: list(self.rows[i].blocks) for i in self.running}
+
     # -- one step ------------------------------------------------------------------
 
     def _problem(self, invariant: str, message: str, tick: int) -> None:
