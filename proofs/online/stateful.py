@@ -30,7 +30,7 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_s
 
 import spec
 import spec.serving as serving
-from proofs.online.driver import NO_VIEW, session
+from proofs.online.driver import NO_VIEW, from_block_tables, session
 from proofs.online.shadow import ChapterShadow, ServingShadow, entry_problem, is_idle
 from proofs.sandbox import TargetProcess
 from proofs.search.serving import configs, peak_tokens
@@ -190,6 +190,8 @@ class ServingClient(_Client):
         for request in self.deliver(tick, "add_request"):
             self.shadow.add(serving.Request(**request), dict(request))
         entry, view = self.send(f"entry = engine.step()  # tick {tick}", "step")
+        if isinstance(entry, dict) and "blocks" in entry and "allocated" not in entry and "freed" not in entry:
+            entry = from_block_tables(entry, self.shadow.held())
         problem = entry_problem(entry) if entry is not None else None
         if problem is not None:
             self.fail("well_typed", f"tick {tick}: {problem}")
