@@ -11,7 +11,8 @@ waiting and running ids).
 What ``drive`` does, exactly:
 - it numbers the ticks; before the step of tick t it adds every request with arrival
   <= t not yet added (in (arrival, id) order, as a copy without its ``abort`` key),
-  then calls ``abort(id)`` for every added, unfinished request whose abort tick is t;
+  then calls ``abort(id)`` for every added, unfinished request whose abort tick is t
+  (in (arrival, id) order);
 - when no added request is unfinished, it jumps to the next arrival without stepping;
   when none is left to add either, the drive ends;
 - it reads each entry without its tick: a ``tick`` key is ignored, the harness's tick
@@ -141,7 +142,7 @@ def drive(engine, requests, config) -> dict:
                   _client_copy(by_id[request.id]))
             shadow.add(request._replace(abort=None), copy.deepcopy(by_id[request.id]))
             added += 1
-        for request_id in list(shadow.live):
+        for request_id in sorted(shadow.live, key=lambda i: serving.fcfs_key(shadow.rows[i].request)):
             abort = shadow.rows[request_id].caller.get("abort")
             if abort is not None and abort <= tick and shadow.rows[request_id].request.abort is None:
                 _call(f"abort({request_id!r})", tick, engine.abort, request_id)
