@@ -218,7 +218,10 @@ def run_verify(args: argparse.Namespace) -> int:
         print("\n".join(ledger(contracts)))
         print()
     for cex, actual in found:
-        print("\n".join(format_counterexample(cex, actual)))
+        lines = format_counterexample(cex, actual)
+        if online and cex.check != "stateful":  # the call shown is what the driver ran the engine on
+            lines.insert(1, f"# online: {model.written}, make = {target.text}; the input:")
+        print("\n".join(lines))
         print()
     line = summary_line(verdict, target.text, len(found), calls)
     if contracts:
