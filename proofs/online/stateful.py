@@ -103,6 +103,8 @@ class _Client(RuleBasedStateMachine):
             return outcome.result
         if outcome.kind == "raised" and outcome.error_type == "ValueError":
             self.fail("validation", f"{line.strip()} raised {outcome.error} on a valid call")
+        if outcome.kind == "unpicklable":
+            self.fail("well_typed", f"{line.strip()} answered something that is not plain data: {outcome.error}")
         self.fail("termination", f"{line.strip()}: {outcome.kind}: {outcome.error}")
 
     def fail(self, invariant: str, message: str) -> None:
