@@ -2,5 +2,6 @@
 
 from impl.scheduler import Scheduler, schedule
 from impl.serving import ServingScheduler, serve
+from impl.online import make_scheduler, make_serving
 
-__all__ = ["Scheduler", "ServingScheduler", "schedule", "serve"]
+__all__ = ["Scheduler", "ServingScheduler", "make_scheduler", "make_serving", "schedule", "serve"]

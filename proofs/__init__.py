@@ -2,7 +2,8 @@
 
 - ``proofs.sandbox``: the one place anything that may hang or crash runs (a killable child
   in its own process group), with one outcome type that every engine maps to its verdict;
-- ``proofs.search``: Hypothesis (search, stateful, differential);
+- ``proofs.search``: Hypothesis (search, differential);
+- ``proofs.online``: the clock-free online protocol (driver, the entries' shadow state, the stateful test);
 - ``proofs.symbolic``: CrossHair (one-step contracts);
 - ``proofs.smt``: Z3 (inductive proofs);
 - ``proofs.report``: text, timeline, JSON, JUnit and SARIF reports;

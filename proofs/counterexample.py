@@ -150,12 +150,12 @@ def _literal(node: ast.AST) -> Any:
     return ast.literal_eval(node)
 
 
-def save(counterexample: Counterexample, target: str, directory: str) -> str:
+def save(counterexample: Counterexample, target: str, directory: str, extra: dict | None = None) -> str:
     """Write the counterexample to ``directory`` and return the path (done before it is reported)."""
     os.makedirs(directory, exist_ok=True)
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", target).strip("_")[-80:]
     path = os.path.join(directory, f"{slug}-{counterexample.property}.json")
-    data = dict(counterexample.to_json(), target=target)
+    data = dict(counterexample.to_json(), target=target, **(extra or {}))
     temporary = path + ".tmp"
     with open(temporary, "w") as handle:
         json.dump(data, handle, indent=2)

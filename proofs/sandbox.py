@@ -247,8 +247,8 @@ def _read_tail(handle) -> str:
 # --- the persistent worker of the search -------------------------------------------------------
 
 
-def _serve(connection, target: Target, memory_limit: int | None, shape: tuple = None) -> None:
-    """The worker's loop: load the target, then answer calls until the pipe closes."""
+def _serve(connection, target: Target, memory_limit: int | None, shape: tuple = None, adapter=None) -> None:
+    """The worker's loop: load the target (wrapped by ``adapter``, if any), then answer calls until the pipe closes."""
     _enter_child(memory_limit, None)
     known = frozenset(sys.modules)  # the modules the harness has too: the target's own are not among them
     try:
@@ -257,6 +257,8 @@ def _serve(connection, target: Target, memory_limit: int | None, shape: tuple = 
         connection.send(("load_error", str(error)))
         return
     problem = signature_problem(function, *(shape or DEFAULT_SHAPE))
+    if adapter is not None and problem is None:
+        function = adapter(function)  # e.g. an online factory, driven by proofs.online.driver in this child
     gc.freeze()  # the harness's heap (and the target's module) is never collected during a call
     connection.send(("ready", problem))
     while True:
@@ -338,6 +340,7 @@ class TargetProcess:
         call_seconds: float = DEFAULT_CALL_SECONDS,
         memory_bytes: int | None = DEFAULT_MEMORY_BYTES,
         shape: tuple = None,
+        adapter=None,
     ) -> None:
         if not (isinstance(call_seconds, (int, float)) and call_seconds > 0):
             raise ValueError(f"call_seconds={call_seconds!r}: expected a number of seconds > 0")
@@ -345,6 +348,7 @@ class TargetProcess:
             raise ValueError(f"memory_bytes={memory_bytes!r}: expected an int > 0 or None")
         self.target = target
         self.shape = shape or DEFAULT_SHAPE  # (example arguments, how a call is written) for the signature check
+        self.adapter = adapter  # applied in the child to the loaded callable: what is called is adapter(target)
         self.call_seconds = call_seconds
         self.memory_bytes = memory_bytes
         self.calls = 0
@@ -357,7 +361,7 @@ class TargetProcess:
         """Start the child and load the target; raise TargetError if it cannot be loaded."""
         context = multiprocessing.get_context("fork")
         parent_end, child_end = context.Pipe()
-        process = context.Process(target=_serve, args=(child_end, self.target, _memory_limit(self.memory_bytes), self.shape))
+        process = context.Process(target=_serve, args=(child_end, self.target, _memory_limit(self.memory_bytes), self.shape, self.adapter))
         process.start()
         _adopt(process)
         child_end.close()

@@ -10,7 +10,8 @@ import pytest
 from proofs.cli.main import main
 from proofs.search import engine
 from proofs.search.engine import CheckAccount, budget_to_finish, cut_short
-from proofs.search.stateful import run_stateful
+from proofs.online.stateful import run_stateful
+from proofs.targets import parse_target
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SLOW = '''
@@ -73,11 +74,13 @@ def test_budget_estimate_uses_the_measured_rate():
 
 
 def test_the_seed_diversifies_the_stateful_test_and_repeats_it():
-    first, again, other, unseeded = [], [], [], []
-    run_stateful(8, 1, programs=first)
-    run_stateful(8, 1, programs=again)
-    run_stateful(8, 2, programs=other)
-    run_stateful(8, None, programs=unseeded)
+    def programs(seed):
+        account = {}
+        assert run_stateful(parse_target("impl:make_scheduler"), "chapter", 8, seed, account=account) is None
+        assert account["finished"] and account["programs"] == len(account["texts"])
+        return account["texts"]
+
+    first, again, other, unseeded = programs(1), programs(1), programs(2), programs(None)
     assert first and first == again
     assert other != first
     assert unseeded
@@ -86,11 +89,11 @@ def test_the_seed_diversifies_the_stateful_test_and_repeats_it():
 def test_the_stateful_test_gets_the_seed_of_verify(monkeypatch, tmp_path, capsys):
     seen = []
 
-    def fake(max_examples, seed=None, programs=None):
+    def fake(target, model_name, max_examples, seed=None, **options):
         seen.append(seed)
         return None
 
-    import proofs.search.stateful as stateful
+    import proofs.online.stateful as stateful
 
     monkeypatch.setattr(stateful, "run_stateful", fake)
     main(["verify", "impl:schedule", "--seed", "7", "--examples", "10", "--db", "none", "--budget", "30",

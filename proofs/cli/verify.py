@@ -62,6 +62,12 @@ def add_parsers(commands) -> None:
         "impl:schedule, or impl:serve with --model serving)",
     )
     verify.add_argument(
+        "--online", default=None, metavar="FILE.py:make",
+        help="check an online engine through the clock-free protocol: make(config) (serving) or "
+        "make(slots, continuous) (chapter) returns an engine with add_request/abort/step (submit/step); "
+        "each call is drive(make(...), ...) in the sandbox, then the stateful test drives it call by call",
+    )
+    verify.add_argument(
         "--model", choices=models.NAMES, default=models.DEFAULT,
         help="which model of the spec judges the target: chapter, schedule(jobs, slots, continuous); "
         "serving, serve(requests, config) (default %(default)s)",
@@ -153,8 +159,13 @@ def run_verify(args: argparse.Namespace) -> int:
         database = open_database(args.db)
     except ValueError as error:
         return _fail_usage(str(error))
+    online = args.online is not None
+    if online and args.target is not None:
+        return _fail_usage("give either TARGET or --online FACTORY, not both")
+    if online and (args.engine != "hypothesis" or args.backend != "hypothesis" or args.workers > 1):
+        return _fail_usage("--online runs on the hypothesis engine and backend, with one worker")
     try:
-        model = models.get(args.model, args.policy)
+        model = models.get(args.model, args.policy, online=online)
     except ValueError as error:
         return _fail_usage(str(error))
     if model.name != "chapter" and args.engine != "hypothesis":
@@ -162,10 +173,13 @@ def run_verify(args: argparse.Namespace) -> int:
     if model.name != "chapter" and args.backend != "hypothesis":
         return _fail_usage(f"--backend {args.backend}: the {model.name} model runs on the hypothesis backend only")
     try:
-        target = parse_target(args.target or model.default_target)
+        target = parse_target(args.online or args.target or model.default_target)
     except TargetError as error:
         return _fail_usage(str(error))
     ours = target.text == model.default_target  # our own impl: its online scheduler gets the stateful test too
+    only = None
+    if online:
+        from proofs.models.online import CHECKS as only
     deadline = started + args.budget
     # --engine all: Hypothesis has the first half of the budget, CrossHair the rest
     hypothesis_deadline = started + args.budget / 2 if args.engine == "all" else deadline
@@ -173,7 +187,8 @@ def run_verify(args: argparse.Namespace) -> int:
     found, calls, unfinished, contracts, checks, flaky = [], 0, [], [], None, []
     try:
         isolated = args.backend == "hypothesis"
-        with (TargetProcess(target, call_seconds=args.call_timeout, shape=model.shape) if isolated
+        with (TargetProcess(target, call_seconds=args.call_timeout, shape=model.shape,
+                            adapter=getattr(model, "adapter", None)) if isolated
               else InProcessTarget(target, shape=model.shape)) as process:
             process.start()
             if process.signature_problem:  # nothing was called: not a counterexample, a target of the wrong shape
@@ -199,7 +214,7 @@ def run_verify(args: argparse.Namespace) -> int:
                         process, hypothesis_deadline, find_all=args.all, database=database,
                         saved_dir=args.save_dir, progress=progress, backend=args.backend, model=model, **options,
                     )
-                    found += [(f.counterexample, f.actual) for f in search.run(stateful=ours)]
+                    found += [(f.counterexample, f.actual) for f in search.run(stateful=ours or online, only=only)]
                     calls, unfinished, checks = search.calls_tried, search.unfinished, list(search.checks)
                     flaky = list(search.flaky)
             if args.engine in ("crosshair", "all") and (args.all or not found):
@@ -224,12 +239,15 @@ def run_verify(args: argparse.Namespace) -> int:
 
     verdict = run_verdict(found, checks or [], contracts)
     for cex, actual in found:
-        save(cex, target.text, args.save_dir)  # saved before it is reported
+        save(cex, target.text, args.save_dir, {"online": True} if online else None)  # saved before it is reported
     if contracts:
         print("\n".join(ledger(contracts)))
         print()
     for cex, actual in found:
-        print("\n".join(format_counterexample(cex, actual)))
+        lines = format_counterexample(cex, actual)
+        if online and cex.check != "stateful":  # the call shown is what the driver ran the engine on
+            lines.insert(1, f"# online: {model.written}, make = {target.text}; the input:")
+        print("\n".join(lines))
         print()
     if checks:  # after the counterexamples: a report's first line is the invariant and the engine
         print("\n".join(check_lines(checks)))
@@ -328,14 +346,16 @@ def run_replay(args: argparse.Namespace) -> int:
     except (OSError, ValueError, KeyError, TypeError, SyntaxError) as error:
         return _fail_usage(f"cannot read {args.counterexample!r}: {error}")
     try:
-        model = models.get(cex.model)
+        with open(args.counterexample) as handle:
+            online = bool(json.load(handle).get("online"))
+        model = models.get(cex.model, online=online)
         target = parse_target(args.target or found_on or model.default_target)
     except TargetError as error:
         return _fail_usage(str(error))
     from proofs.search.engine import Search
 
     try:
-        with TargetProcess(target, shape=model.shape) as process:
+        with TargetProcess(target, shape=model.shape, adapter=getattr(model, "adapter", None)) as process:
             process.start()
             search = Search(process, time.monotonic() + 60, model=model)
             findings = search._judge(cex.check, cex.call, cex.rule)

@@ -19,8 +19,12 @@ NAMES = ("chapter", "serving")
 DEFAULT = "chapter"
 
 
-def get(name: str | None = None, policy: str | None = None):
-    """The model called ``name`` (default: the chapter's), judging with ``policy`` (default: the model's own)."""
+def get(name: str | None = None, policy: str | None = None, online: bool = False):
+    """The model called ``name`` (default: the chapter's), judging with ``policy``; ``online``: its online protocol."""
+    if online:
+        from proofs.models.online import OnlineModel
+
+        return OnlineModel(get(name, policy))
     name = name or DEFAULT
     if name == "chapter":
         from proofs.models.chapter import ChapterModel

@@ -15,6 +15,9 @@ from proofs.counterexample import Counterexample
 def format_counterexample(cex: Counterexample, actual=None) -> list[str]:
     """The report's lines; ``actual`` is the target's result on the input, when it returned one."""
     model = models.get(cex.model)
+    if cex.check == "stateful":  # the message is the failing program of calls (proofs.online.stateful)
+        calls = sum(1 for line in cex.message.splitlines() if line and not line.startswith("#"))
+        return [f"FAIL {cex.property}  engine={cex.engine}  (stateful: {calls} calls)", *cex.message.splitlines()]
     noun = model.noun[0] if cex.size == 1 else model.noun[1]
     lines = [f"FAIL {cex.property}  engine={cex.engine}  (shrunk: {cex.size} {noun})", cex.input_repr()]
     lines += [f"# {line}" for line in cex.message.splitlines() or [""]]

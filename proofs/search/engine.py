@@ -14,8 +14,8 @@ What it runs, in order, stopping at the first counterexample (``--all`` goes on)
 4. repeated calls, each in a fresh process and after other calls, rejected ones
    included (``deterministic``);
 5. bad inputs combined at random (``strategies.corrupted_calls``);
-6. for our own impl, the stateful test of the online Scheduler (proofs.search.stateful),
-   in a sandbox child killed at the deadline (then it is unfinished).
+6. for our own impl (through its factory) and for an online target, the stateful test
+   through the online protocol (proofs.online.stateful).
 
 Every check keeps an account (``CheckAccount``): how many calls it tried, how many it
 planned, and whether it ran to its end.  A check that the deadline cut short, or that
@@ -64,6 +64,7 @@ CHECKS = ("replay", "validation", "conformance", "deterministic", "corrupted_val
 EXAMPLES = {"conformance": 500, "deterministic": 30, "validation": 200, "stateful": 60}
 REPEATED_CALLS = 7  # target calls per example of the deterministic check (proofs.search.judge.judge_repeated_call)
 UNITS = {"stateful": "programs"}  # what a check counts; every other check counts calls to the target
+OUR_FACTORIES = {"chapter": "impl:make_scheduler", "serving": "impl:make_serving"}  # our impl, online
 
 
 def examples_for(conformance: int) -> dict:
@@ -132,15 +133,6 @@ def budget_to_finish(accounts, budget: float, share: float = 1.0) -> int | None:
 class Found(NamedTuple):
     counterexample: Counterexample
     actual: object  # the target's result on the minimal input, when it returned one
-
-
-def _counted_stateful(module: str, examples: int, seed: int | None) -> tuple:
-    """Run a model's stateful test (``module``'s ``run_stateful``); (failure or None, programs tried)."""
-    import importlib
-
-    programs: list = []
-    failure = importlib.import_module(module).run_stateful(examples, seed, programs=programs)
-    return failure, len(programs)
 
 
 class Search:
@@ -351,20 +343,27 @@ class Search:
         )
 
     def _stateful(self) -> bool:
-        """The stateful test in a sandbox child, killed at the run's deadline (it calls our impl in-process)."""
-        module = "proofs.search.serving_stateful" if self.model.name == "serving" else "proofs.search.stateful"
-        seconds = max(1.0, self.deadline - time.monotonic())
-        outcome = run_once(_counted_stateful, module, self.examples["stateful"], self.seed, seconds=seconds)
-        if outcome.kind in ("timed_out", "died"):  # the table of proofs.sandbox: it did not finish
-            return False
-        if outcome.kind != "returned":  # never a finding charged to the target: schedcheck's error, exit 2
-            raise HarnessError(f"the stateful test failed to run: {outcome.error}\n{outcome.traceback}".rstrip())
-        failure, tried = outcome.result
-        self._account.tried = tried
+        """The stateful test through the online protocol: the online target, or our impl's factory
+        (the engine lives in a sandbox child; the test stops at the run's deadline)."""
+        from proofs.online.stateful import run_stateful
+        from proofs.targets import parse_target
+
+        if getattr(self.model, "online", False):
+            target = self.process.target
+        else:
+            target = parse_target(OUR_FACTORIES[self.model.name])
+        policy = "none" if self.model.policy == "none" else "fcfs"
+        account: dict = {}
+        failure = run_stateful(target, self.model.name, self.examples["stateful"], self.seed, policy=policy,
+                               call_seconds=self.process.call_seconds or 1.0, deadline=self.deadline,
+                               account=account)
+        self._account.tried = account.get("programs", 0)
+        if failure is None and not account.get("finished", True):
+            return False  # the deadline stopped it: not every planned program ran
         if failure is not None:
             invariant, message, program = failure
             cex = Counterexample(invariant, ENGINE, "stateful", tuple(self.model.example_call),
-                                 message + "\n" + program, model=self.model.name)
+                                 program, model=self.model.name)
             self.found.append(Found(cex, None))
             return False
         return True

@@ -1,0 +1,414 @@
+"""The engine's state as its entries say: what the online harness knows between two steps.
+
+An online engine reports only what each step did (a trace entry, or the ids it served);
+the harness keeps, per request, what those reports imply under the model's own
+bookkeeping rules (cached and generated tokens, blocks held, status, counters, queue
+order), and can build from it the spec's ``State`` of either model, on which the
+registry's state predicates run unchanged.  What a state cannot express (a request
+scheduled before it was added, or after it ended) is kept as ``problems``, each named
+by the invariant it breaks.  It follows any well-shaped report; ``entry_problem`` says
+why a report is not well shaped.
+"""
+
+from __future__ import annotations
+
+import spec
+import spec.serving as serving
+from spec.serving.domain import Request, blocks_for, fcfs_key
+from spec.serving.metrics import ENTRY_KEYS, token_utilization
+
+WAITING, RUNNING, FINISHED, ABORTED = "waiting", "running", "finished", "aborted"
+
+
+def _is_int(value) -> bool:
+    return type(value) is int
+
+
+def _ids_ok(value) -> bool:
+    return isinstance(value, (list, tuple)) and all(_is_int(i) for i in value)
+
+
+def _pairs_ok(value, second) -> bool:
+    return isinstance(value, (list, tuple)) and all(
+        isinstance(p, (list, tuple)) and len(p) == 2 and _is_int(p[0]) and second(p[1]) for p in value
+    )
+
+
+def entry_problem(entry) -> str | None:
+    """Why ``entry`` is not a well-shaped trace entry of the serving model (its tick aside), or None."""
+    if not isinstance(entry, dict):
+        return f"step() returned {entry!r}: expected a dict (a trace entry) or None"
+    missing = [key for key in ENTRY_KEYS[1:] if key not in entry]
+    if missing:
+        return f"step() returned an entry without {missing[0]!r}: every list of a trace entry is present"
+    if not _pairs_ok(entry["scheduled"], _is_int):
+        return f"entry.scheduled={entry['scheduled']!r}: expected a list of [id, n] pairs of ints"
+    for key in ("preempted", "aborted", "finished"):
+        if not _ids_ok(entry[key]):
+            return f"entry.{key}={entry[key]!r}: expected a list of int ids"
+    for key in ("freed", "allocated"):
+        if not _pairs_ok(entry[key], _ids_ok):
+            return f"entry.{key}={entry[key]!r}: expected a list of [id, [block ids]] pairs"
+    return None
+
+
+def plain_entry(tick: int, entry: dict) -> dict:
+    """The entry at the harness's ``tick``, its lists copied as plain lists (other keys dropped)."""
+    return {
+        "tick": tick,
+        "scheduled": [[i, n] for i, n in entry["scheduled"]],
+        "preempted": list(entry["preempted"]),
+        "aborted": list(entry["aborted"]),
+        "freed": [[i, list(blocks)] for i, blocks in entry["freed"]],
+        "allocated": [[i, list(blocks)] for i, blocks in entry["allocated"]],
+        "finished": list(entry["finished"]),
+    }
+
+
+def is_idle(entry: dict) -> bool:
+    """True when a well-shaped entry reports nothing at all: the tick did nothing."""
+    return not any(entry[key] for key in ENTRY_KEYS[1:])
+
+
+class _Row:
+    """One request as the entries tell it."""
+
+    def __init__(self, request: Request, caller: dict) -> None:
+        self.request = request
+        self.caller = caller  # the caller's dict, for the result's record
+        self.status = WAITING
+        self.computed = self.generated = self.preemptions = self.total = self.recomputed = 0
+        self.blocks: list[int] = []
+        self.start = self.first_token = self.admitted = self.finish = self.aborted = None
+
+    @property
+    def known(self) -> int:
+        return self.request.prompt + self.generated
+
+    def progress(self) -> serving.Progress:
+        return serving.Progress(
+            self.request, self.computed, self.generated, tuple(self.blocks), self.start, self.first_token,
+            self.preemptions, self.total, self.recomputed, self.admitted,
+        )
+
+
+class ServingShadow:
+    """The serving engine's state implied by its entries: rows, queues, blocks, the ledger."""
+
+    def __init__(self, config: serving.Config) -> None:
+        self.config = config
+        self.rows: dict[int, _Row] = {}
+        self.front: list[int] = []  # preempted, head first
+        self.fresh: list[int] = []  # never admitted, FCFS order
+        self.running: list[int] = []  # admission order
+        self.ended: list[tuple[int, str]] = []  # (id, finished|aborted) in order of leaving
+        self.computed = self.useful = self.recomputed = self.aborted_tokens = 0
+        self.latest: serving.Entry | None = None
+        self.clock = 0
+        self.trace: list[dict] = []
+        self.problems: list[tuple[str, str, int]] = []  # (invariant, message, tick)
+        self.owner: dict[int, int] = {}  # block id -> the request whose entries say it holds it
+
+    # -- the client's side ---------------------------------------------------------
+
+    def add(self, request: Request, caller: dict) -> None:
+        self.rows[request.id] = _Row(request, caller)
+        self.fresh.append(request.id)
+        self.fresh.sort(key=lambda i: fcfs_key(self.rows[i].request))
+
+    def set_abort(self, request_id: int, tick: int) -> None:
+        row = self.rows[request_id]
+        row.request = row.request._replace(abort=tick)
+
+    @property
+    def live(self) -> list[int]:
+        return self.front + self.fresh + self.running
+
+    @property
+    def waiting(self) -> list[int]:
+        return self.front + self.fresh
+
+    def held(self) -> dict[int, list[int]]:
+        """The blocks each running request holds, as the entries say (copies)."""
+        return {i: list(self.rows[i].blocks) for i in self.running}
+
+    # -- one step ------------------------------------------------------------------
+
+    def _problem(self, invariant: str, message: str, tick: int) -> None:
+        self.problems.append((invariant, message, tick))
+
+    def _leave_queues(self, request_id: int) -> None:
+        for queue in (self.front, self.fresh, self.running):
+            if request_id in queue:
+                queue.remove(request_id)
+
+    def _row(self, request_id: int, tick: int, what: str) -> _Row | None:
+        row = self.rows.get(request_id)
+        if row is None:
+            self._problem("no_start_before_arrival", f"tick {tick} {what} request {request_id!r}, "
+                          "which the harness has not added", tick)
+        return row
+
+    def apply(self, tick: int, entry: dict) -> dict:
+        """Follow one well-shaped entry at the harness's ``tick``; return it as the trace records it."""
+        plain = plain_entry(tick, entry)
+        self.trace.append(plain)
+        for request_id in plain["aborted"]:
+            row = self._row(request_id, tick, "aborts")
+            if row is None:
+                continue
+            if row.status in (FINISHED, ABORTED):
+                self._problem("every_job_completes_once", f"tick {tick} aborts request {request_id}, "
+                              f"which was already {row.status}", tick)
+                continue
+            self._leave_queues(request_id)
+            row.status, row.aborted = ABORTED, tick
+            self.aborted_tokens += row.computed
+            self.ended.append((request_id, ABORTED))
+        for request_id in plain["preempted"]:
+            row = self._row(request_id, tick, "preempts")
+            if row is None or row.status != RUNNING:
+                if row is not None:
+                    self._problem("every_job_completes_once", f"tick {tick} preempts request {request_id}, "
+                                  f"which is {row.status}, not running", tick)
+                continue
+            self.running.remove(request_id)
+            self.front.insert(0, request_id)
+            row.status = WAITING
+            self.recomputed += row.computed
+            row.recomputed += row.computed
+            row.computed = 0
+            row.preemptions += 1
+        done_now = set(plain["aborted"]) | set(plain["preempted"])
+        freed_now = {i: set(b) for i, b in plain["freed"]}
+        for request_id, n in plain["scheduled"]:
+            row = self._row(request_id, tick, "schedules")
+            if row is None:
+                continue
+            if row.status in (FINISHED, ABORTED):
+                self._problem("every_job_completes_once", f"tick {tick} schedules request {request_id}, "
+                              f"which was already {row.status}", tick)
+                continue
+            if row.status == WAITING:
+                self._leave_queues(request_id)
+                self.running.append(request_id)
+                row.status = RUNNING
+                row.admitted = tick
+                if row.start is None:
+                    row.start = tick
+            row.computed += n
+            row.total += n
+            self.computed += n
+            if row.computed == row.known:
+                row.generated += 1
+                if row.first_token is None:
+                    row.first_token = tick + 1
+        for request_id, blocks in plain["allocated"]:
+            row = self.rows.get(request_id)
+            if row is not None:
+                for block in blocks:
+                    holder = self.owner.get(block)
+                    if holder is not None and not (holder in done_now and block in freed_now.get(holder, ())):
+                        self._problem("kv_exclusive", f"tick {tick} allocates block {block} to request {request_id} "
+                                      f"while request {holder} holds it", tick)
+                    if not 0 <= block < self.config.num_blocks:
+                        self._problem("kv_capacity", f"tick {tick} allocates block {block}: ids are "
+                                      f"0..{self.config.num_blocks - 1}", tick)
+                    self.owner[block] = request_id
+                row.blocks.extend(blocks)
+        for request_id in plain["finished"]:
+            row = self._row(request_id, tick, "finishes")
+            if row is None or row.status != RUNNING:
+                if row is not None:
+                    self._problem("every_job_completes_once", f"tick {tick} finishes request {request_id}, "
+                                  f"which is {row.status}, not running", tick)
+                continue
+            self.running.remove(request_id)
+            row.status, row.finish = FINISHED, tick + 1
+            self.useful += row.request.work
+            self.ended.append((request_id, FINISHED))
+        for request_id, blocks in plain["freed"]:
+            row = self.rows.get(request_id)
+            if row is not None:
+                for block in blocks:
+                    if block in row.blocks:
+                        row.blocks.remove(block)
+                        if self.owner.get(block) == request_id:
+                            del self.owner[block]
+        size = self.config.block_size
+        for request_id in set(plain["aborted"]) | set(plain["preempted"]) | set(plain["finished"]):
+            row = self.rows.get(request_id)
+            if row is not None and row.blocks:
+                self._problem("kv_exact", f"request {request_id} left the running list in tick {tick} but freed "
+                              f"does not give back its blocks {row.blocks}: a leak", tick)
+        for request_id, _ in plain["scheduled"]:
+            row = self.rows.get(request_id)
+            if row is not None and row.status == RUNNING and len(row.blocks) != blocks_for(row.computed, size):
+                self._problem("kv_exact", f"after tick {tick} request {request_id} holds {len(row.blocks)} blocks "
+                              f"for {row.computed} cached tokens, not {blocks_for(row.computed, size)}", tick)
+        self.latest = serving.Entry(
+            tick,
+            tuple((i, n) for i, n in plain["scheduled"]),
+            tuple(plain["preempted"]),
+            tuple(plain["aborted"]),
+            tuple((i, tuple(b)) for i, b in plain["freed"]),
+            tuple((i, tuple(b)) for i, b in plain["allocated"]),
+            tuple(plain["finished"]),
+        )
+        self.clock = tick + 1
+        return plain
+
+    # -- what it implies -------------------------------------------------------------
+
+    def state(self) -> serving.State:
+        """The spec's State these entries imply (every added request, the harness's clock)."""
+        rows = self.rows
+        ended = {FINISHED: [], ABORTED: []}
+        for request_id, how in self.ended:
+            row = rows[request_id]
+            ended[how].append(serving.Ended(row.progress(), row.finish if how == FINISHED else row.aborted))
+        return serving.State(
+            tuple(sorted((row.request for row in rows.values()), key=fcfs_key)),
+            self.config,
+            self.clock,
+            tuple(rows[i].progress() for i in self.waiting),
+            tuple(rows[i].progress() for i in self.running),
+            tuple(ended[FINISHED]),
+            tuple(ended[ABORTED]),
+            serving.Ledger(self.computed, self.useful, self.recomputed, self.aborted_tokens),
+            self.latest,
+        )
+
+    def result(self, trace: list) -> dict:
+        """The contract's result: ``trace`` as given, per-request records and totals derived from the entries."""
+        records = []
+        for request_id in sorted(self.rows):
+            row = self.rows[request_id]
+            record = dict(row.caller)
+            record.update(start=row.start, first_token=row.first_token, finish=row.finish, aborted=row.aborted,
+                          generated=row.generated, preemptions=row.preemptions, computed=row.total)
+            records.append(record)
+        makespan = max((e["tick"] + 1 for e in self.trace if e["scheduled"]), default=0)
+        return {
+            "trace": trace,
+            "requests": records,
+            "makespan_ticks": makespan,
+            "computed_tokens": self.computed,
+            "useful_tokens": self.useful,
+            "recomputed_tokens": self.recomputed,
+            "aborted_tokens": self.aborted_tokens,
+            "token_utilization": token_utilization(self.computed, self.config.token_budget, makespan),
+            "preemptions": sum(row.preemptions for row in self.rows.values()),
+        }
+
+    def view_problems(self, view, tick: int) -> list[tuple[str, str, int]]:
+        """What ``view()`` after ``tick`` breaks: each (invariant, message, tick), compared with the entries."""
+        where = f"after tick {tick}: view()"
+        if not isinstance(view, dict) or not all(key in view for key in ("waiting", "running", "blocks")):
+            return [("well_typed", f"{where} returned {view!r}: expected a dict with waiting, running, blocks", tick)]
+        waiting, running, blocks = view["waiting"], view["running"], view["blocks"]
+        if not (_ids_ok(waiting) and _ids_ok(running) and isinstance(blocks, dict)
+                and all(_is_int(k) and _ids_ok(v) for k, v in blocks.items())):
+            return [("well_typed", f"{where} = {view!r}: expected int ids and {{id: [block ids]}}", tick)]
+        found = []
+        both = list(waiting) + list(running)
+        if len(set(both)) != len(both):
+            twice = sorted({i for i in both if both.count(i) > 1})
+            found.append(("no_duplicate_active", f"{where} lists request {twice[0]} twice in waiting and running", tick))
+        if len(running) > self.config.max_seqs:
+            found.append(("slot_bound", f"{where} shows {len(running)} running, more than max_seqs={self.config.max_seqs}", tick))
+        if set(running) != set(self.running) or set(waiting) != set(self.waiting):
+            found.append(("every_job_completes_once",
+                          f"{where} shows waiting {sorted(waiting)} and running {sorted(running)}; the entries say "
+                          f"waiting {sorted(self.waiting)} and running {sorted(self.running)}", tick))
+        held = [b for ids in blocks.values() for b in ids]
+        if len(set(held)) != len(held):
+            twice = sorted({b for b in held if held.count(b) > 1})
+            found.append(("kv_exclusive", f"{where} shows block {twice[0]} held twice", tick))
+        if any(not 0 <= b < self.config.num_blocks for b in held):
+            found.append(("kv_capacity", f"{where} shows a block id outside 0..{self.config.num_blocks - 1}", tick))
+        for request_id in sorted(set(blocks) | set(self.running)):
+            shown = list(blocks.get(request_id, []))
+            row = self.rows.get(request_id)
+            if row is None or row.status != RUNNING:
+                if shown:
+                    found.append(("kv_exact", f"{where} shows request {request_id} holding {shown}, "
+                                  "but it is not running: a leak", tick))
+                continue
+            need = blocks_for(row.computed, self.config.block_size)
+            if len(shown) != need or sorted(shown) != sorted(row.blocks):
+                found.append(("kv_exact", f"{where} shows request {request_id} holding {shown}; with "
+                              f"{row.computed} tokens cached it holds {need}, and the entries say {row.blocks}", tick))
+        return found
+
+
+class ChapterShadow:
+    """The chapter engine's state implied by the ids it served: waiting, active, done."""
+
+    def __init__(self, slots: int, continuous: bool) -> None:
+        self.slots, self.continuous = slots, continuous
+        self.jobs: dict[int, spec.Job] = {}
+        self.start: dict[int, int] = {}
+        self.remaining: dict[int, int] = {}
+        self.active: list[int] = []  # admission order
+        self.done: list[spec.Completion] = []
+        self.busy = 0
+        self.clock = 0
+        self.served: tuple = ()
+        self.problems: list[tuple[str, str, int]] = []
+
+    def add(self, job: spec.Job) -> None:
+        self.jobs[job.id] = job
+        self.remaining[job.id] = job.tokens
+
+    @property
+    def waiting(self) -> list[int]:
+        return sorted((i for i in self.jobs if i not in self.start), key=lambda i: spec.fifo_key(self.jobs[i]))
+
+    @property
+    def live(self) -> list[int]:
+        return [i for i in self.jobs if self.remaining[i] > 0]
+
+    def apply(self, tick: int, served: list) -> None:
+        """Follow one step's served ids at the harness's ``tick``."""
+        for job_id in served:
+            if job_id not in self.jobs:
+                self.problems.append(("no_start_before_arrival",
+                                      f"tick {tick} serves job {job_id!r}, which the harness has not added", tick))
+                continue
+            if self.remaining[job_id] == 0:
+                self.problems.append(("every_job_completes_once",
+                                      f"tick {tick} serves job {job_id}, which has had all its tokens", tick))
+                continue
+            if job_id not in self.start:
+                self.start[job_id] = tick
+                self.active.append(job_id)
+            self.remaining[job_id] -= 1
+            self.busy += 1
+            if self.remaining[job_id] == 0:
+                self.active.remove(job_id)
+                self.done.append(spec.Completion(self.jobs[job_id], self.start[job_id], tick + 1))
+        self.served = tuple(served)
+        self.clock = tick + 1
+
+    def state(self) -> spec.State:
+        """The spec's State the served ids imply (every added job, the harness's clock)."""
+        jobs = tuple(sorted(self.jobs.values(), key=spec.fifo_key))
+        active = tuple(spec.Running(self.jobs[i], self.start[i], self.remaining[i]) for i in self.active)
+        return spec.State(jobs, self.slots, self.continuous, self.clock, tuple(self.jobs[i] for i in self.waiting),
+                          active, tuple(self.done), self.busy, self.served)
+
+    def view_problems(self, view, tick: int) -> list[tuple[str, str, int]]:
+        """What ``view()`` (waiting and running ids) after ``tick`` breaks, compared with the served ids."""
+        where = f"after tick {tick}: view()"
+        if not isinstance(view, dict) or not all(k in view for k in ("waiting", "running")) \
+                or not (_ids_ok(view["waiting"]) and _ids_ok(view["running"])):
+            return [("well_typed", f"{where} returned {view!r}: expected a dict with waiting and running ids", tick)]
+        found = []
+        if len(view["running"]) > self.slots:
+            found.append(("slot_bound", f"{where} shows {len(view['running'])} running in {self.slots} slots", tick))
+        if set(view["running"]) != set(self.active) or set(view["waiting"]) != set(self.waiting):
+            found.append(("every_job_completes_once",
+                          f"{where} shows waiting {sorted(view['waiting'])} and running {sorted(view['running'])}; "
+                          f"the served ids say waiting {sorted(self.waiting)} and running {sorted(self.active)}", tick))
+        return found

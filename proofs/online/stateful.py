@@ -1,0 +1,402 @@
+"""The stateful test through the online protocol: a target engine and the spec's step, side by side.
+
+A Hypothesis RuleBasedStateMachine plays a client: it makes the engine, adds requests
+(arriving no earlier than the clock), aborts ones it sent, and steps, interleaved at
+random.  The engine lives in the sandbox child (``proofs.online.driver.session``):
+each call is one message, bounded by the call's time limit.  The harness numbers the
+ticks as ``drive`` does (a request reaches the engine just before the first step at or
+after its arrival; an idle gap is jumped over without a step; an entry's own ``tick``
+is ignored).  After every step it follows the entry (``proofs.online.shadow``) and
+checks every state invariant of the model's registry on the state the entries imply,
+then (policy fcfs) the entry against the spec's step (``spec.serving.step`` or
+``spec.step``, block ids excepted), then ``view()`` against the entries when the
+engine has one.  A failure is shrunk by Hypothesis (for a bounded time), then calls are
+dropped one at a time while the same invariant still breaks (each candidate replayed on
+a fresh engine), and it is reported as a replayable program, with its timeline.
+
+What it establishes: for the programs it tried, every state the engine reached keeps
+the registry's state invariants and (fcfs) refines the spec tick by tick.  Bounds: at
+most ``max_examples`` programs of at most 40 calls; configs from
+``proofs.search.serving.configs``, at most 4 slots for the chapter's model.
+"""
+
+from __future__ import annotations
+
+import time
+
+from hypothesis import HealthCheck, Verbosity, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, precondition, rule
+
+import spec
+import spec.serving as serving
+from proofs.online.driver import NO_VIEW, from_block_tables, session
+from proofs.online.shadow import ChapterShadow, ServingShadow, entry_problem, is_idle
+from proofs.sandbox import TargetProcess
+from proofs.search.serving import configs, peak_tokens
+from spec.serving.metrics import trace_entry
+from spec.serving.oracle import _plain
+
+STEPS = 40
+SHRINK_SECONDS = 10.0  # after the first failure, Hypothesis shrinks for at most this long (never past the deadline);
+# then the client's calls are dropped one at a time while the same invariant still breaks
+SHAPES = {  # how each model's factory is called, for the sandbox's signature check
+    "serving": (({"max_seqs": 1, "token_budget": 1, "block_size": 1, "num_blocks": 1, "chunked_prefill": True},),
+                "make(config)"),
+    "chapter": ((1, True), "make(slots, continuous)"),
+}
+
+
+class StateMismatch(AssertionError):
+    """The engine broke ``invariant`` at some call of the program."""
+
+    def __init__(self, invariant: str, message: str) -> None:
+        super().__init__(message)
+        self.invariant = invariant
+
+
+class _Stop(BaseException):
+    """Raised inside a run to end the whole test: the deadline passed, or shrinking has had its time."""
+
+
+class _Client(RuleBasedStateMachine):
+    """What both models' machines share: the child session, the program, the failure."""
+
+    process: TargetProcess = None  # set by ``run_stateful`` on a subclass
+    policy = "fcfs"
+    record: dict = None  # the shortest failure so far and the clocks, shared by the runs of one test
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shadow = None
+        self.spec_state = None
+        self.program: list[str] = []
+        self.pending: list = []  # added by the client, not yet delivered: (arrival, id, dict)
+        self.next_id = 0
+        self.actions: list = []  # the client's calls so far, (kind, args), for the final minimisation
+        if self.record is not None:
+            self.record["programs"] = self.record.get("programs", 0) + 1
+
+    def teardown(self) -> None:
+        if self.record is not None:
+            self.record.setdefault("texts", []).append("\n".join(self.program))
+
+    def allowed(self, kind: str, args: tuple) -> bool:
+        """Whether the client may make this call now (the rules' preconditions, for a replayed program)."""
+        if kind == "make":
+            return self.shadow is None
+        if self.shadow is None:
+            return False
+        if kind == "add":
+            item = args[0]
+            known = set(self.shadow.rows if hasattr(self.shadow, "rows") else self.shadow.jobs)
+            return (item["arrival"] >= self.next_tick() and item["id"] not in known
+                    and all(item["id"] != i for _, i, _ in self.pending))
+        if kind == "abort":
+            request_id = args[0]
+            return request_id in self.shadow.live and self.shadow.rows[request_id].request.abort is None
+        return bool(self.shadow.live or self.pending)
+
+    def send(self, line: str, *message):
+        """One message to the engine in the child; a raise, hang or crash is a failure of the program."""
+        record = self.record
+        now = time.monotonic()
+        if now > record["deadline"]:
+            record["stopped"] = "deadline"  # the test did not run every program it planned
+            raise _Stop
+        if record["since"] is not None and now - record["since"] > record["shrink"]:
+            raise _Stop  # a failure has had its shrinking time
+        self.program.append(line)
+        outcome = self.process.call(*message)
+        if outcome.kind == "returned":
+            return outcome.result
+        if outcome.kind == "raised" and outcome.error_type == "ValueError":
+            self.fail("validation", f"{line.strip()} raised {outcome.error} on a valid call")
+        if outcome.kind == "unpicklable":
+            self.fail("well_typed", f"{line.strip()} answered something that is not plain data: {outcome.error}")
+        self.fail("termination", f"{line.strip()}: {outcome.kind}: {outcome.error}")
+
+    def fail(self, invariant: str, message: str) -> None:
+        """Record the failure if it is the shortest so far (by its invariant's first one), then raise it."""
+        record = self.record
+        best = record.get("best")
+        if best is None or (invariant == best[0] and len(self.program) < len(best[2])):
+            record["best"] = (invariant, message, list(self.program), self.timeline(), list(self.actions))
+        if record["since"] is None:
+            record["since"] = time.monotonic()
+        raise StateMismatch(invariant, message)
+
+    def next_tick(self) -> int:
+        tick = self.shadow.clock
+        if not self.shadow.live and self.pending:
+            tick = max(tick, min(arrival for arrival, _, _ in self.pending))
+        return tick
+
+    def deliver(self, tick: int, method: str) -> list:
+        due = sorted(p for p in self.pending if p[0] <= tick)
+        self.pending = [p for p in self.pending if p[0] > tick]
+        for _, _, item in due:
+            self.send(f"engine.{method}({item!r})", "add", dict(item))
+        return [item for _, _, item in due]
+
+    def check_state(self, broken: list[str], tick: int) -> None:
+        for invariant, message, _ in self.shadow.problems:
+            self.fail(invariant, message)
+        if broken:
+            self.fail(broken[0], f"after tick {tick} the state the entries imply breaks {broken[0]}")
+
+
+class ServingClient(_Client):
+    """A serving engine (add_request, abort, step[, view]) and spec.serving, driven by the same calls."""
+
+    @precondition(lambda self: self.shadow is None)
+    @rule(config=configs())
+    def make(self, config):
+        self.do_make(config)
+
+    def do_make(self, config):
+        self.actions.append(("make", (dict(config),)))
+        self.config = dict(config)
+        self.send(f"engine = make({self.config!r})", "make", dict(config))
+        self.shadow = ServingShadow(serving.Config(**config))
+        self.spec_trace: list[dict] = []
+        self.spec_state = serving.initial([], dict(config))
+
+    @precondition(lambda self: self.shadow is not None)
+    @rule(delay=st.integers(0, 4), data=st.data(), id_gap=st.integers(1, 3))
+    def add_request(self, delay, data, id_gap):
+        total = data.draw(st.integers(1, max(1, min(peak_tokens(self.config), 12))), label="prompt + output")
+        output = data.draw(st.integers(1, total), label="output")
+        self.next_id += id_gap
+        arrival = self.next_tick() + delay
+        self.do_add({"id": self.next_id, "arrival": arrival, "prompt": total - output + 1, "output": output})
+
+    def do_add(self, request):
+        self.actions.append(("add", (dict(request),)))
+        self.pending.append((request["arrival"], request["id"], request))
+        self.spec_state = serving.submit(self.spec_state, serving.Request(**request))
+
+    @precondition(lambda self: self.shadow is not None
+                  and any(self.shadow.rows[i].request.abort is None for i in self.shadow.live))
+    @rule(data=st.data())
+    def abort(self, data):
+        live = [i for i in self.shadow.live if self.shadow.rows[i].request.abort is None]
+        self.do_abort(data.draw(st.sampled_from(live), label="request id"))
+
+    def do_abort(self, request_id):
+        self.actions.append(("abort", (request_id,)))
+        self.send(f"engine.abort({request_id!r})", "abort", request_id)
+        self.shadow.set_abort(request_id, self.shadow.clock)
+        if self.policy == "fcfs":
+            self.spec_state = serving.cancel(self.spec_state, request_id)
+
+    @precondition(lambda self: self.shadow is not None and (self.shadow.live or self.pending))
+    @rule()
+    def step(self):
+        self.do_step()
+
+    def do_step(self):
+        self.actions.append(("step", ()))
+        tick = self.next_tick()
+        for request in self.deliver(tick, "add_request"):
+            self.shadow.add(serving.Request(**request), dict(request))
+        entry, view = self.send(f"entry = engine.step()  # tick {tick}", "step")
+        if isinstance(entry, dict) and "blocks" in entry and "allocated" not in entry and "freed" not in entry:
+            entry = from_block_tables(entry, self.shadow.held())
+        problem = entry_problem(entry) if entry is not None else None
+        if problem is not None:
+            self.fail("well_typed", f"tick {tick}: {problem}")
+        if entry is None or is_idle(entry):
+            self.shadow.clock = tick + 1
+            actual = None
+        else:
+            actual = self.shadow.apply(tick, entry)
+        expected = None
+        if self.policy == "fcfs":
+            if serving.is_terminal(self.spec_state):
+                self.fail("matches_reference", f"tick {tick}: the engine is stepped, but the spec has nothing left")
+            self.spec_state = serving.step(self.spec_state)
+            expected = trace_entry(self.spec_state.latest)
+            self.spec_trace.append(expected)
+        state = self.shadow.state()
+        skip_policy = self.policy == "none"
+        broken = [inv.name for inv in serving.STATE_INVARIANTS
+                  if not (skip_policy and inv.family == "policy") and not inv.holds(state)]
+        self.check_state(broken, tick)
+        if expected is not None:
+            if actual is None or _plain(actual) != _plain(expected):
+                self.fail("matches_reference",
+                          f"tick {tick}: the engine's entry {actual!r} differs from the spec's {expected!r} "
+                          "(block ids excepted)")
+        if view is not NO_VIEW and view != NO_VIEW:
+            for invariant, message, _ in self.shadow.view_problems(view, tick):
+                self.fail(invariant, message)
+
+    def timeline(self) -> list[str]:
+        from proofs.report.serving_timeline import render
+
+        if self.shadow is None or not self.shadow.trace:
+            return []
+        requests = [dict(row.caller, **({"abort": row.request.abort} if row.request.abort is not None else {}))
+                    for row in self.shadow.rows.values()]
+        return render(requests, self.config, self.spec_trace, self.shadow.trace, self.shadow.trace[-1]["tick"],
+                      titles=("spec", "engine"))
+
+
+class ChapterClient(_Client):
+    """A chapter engine (submit, step[, view]) and spec.step, driven by the same calls."""
+
+    @precondition(lambda self: self.shadow is None)
+    @rule(slots=st.integers(1, 4), continuous=st.booleans())
+    def make(self, slots, continuous):
+        self.do_make(slots, continuous)
+
+    def do_make(self, slots, continuous):
+        self.actions.append(("make", (slots, continuous)))
+        self.send(f"engine = make(slots={slots}, continuous={continuous})", "make", slots, continuous)
+        self.shadow = ChapterShadow(slots, continuous)
+        self.spec_state = spec.initial([], slots, continuous)
+        self.trace: list[dict] = []
+        self.spec_trace: list[dict] = []
+
+    @precondition(lambda self: self.shadow is not None)
+    @rule(delay=st.integers(0, 4), tokens=st.integers(1, 5), id_gap=st.integers(1, 3))
+    def submit(self, delay, tokens, id_gap):
+        self.next_id += id_gap
+        arrival = self.next_tick() + delay
+        self.do_add({"id": self.next_id, "arrival": arrival, "tokens": tokens})
+
+    def do_add(self, job):
+        self.actions.append(("add", (dict(job),)))
+        self.pending.append((job["arrival"], job["id"], job))
+        self.spec_state = spec.submit(self.spec_state, spec.Job(**job))
+
+    @precondition(lambda self: self.shadow is not None and (self.shadow.live or self.pending))
+    @rule()
+    def step(self):
+        self.do_step()
+
+    def do_step(self):
+        self.actions.append(("step", ()))
+        tick = self.next_tick()
+        for job in self.deliver(tick, "submit"):
+            self.shadow.add(spec.Job(**job))
+        served, view = self.send(f"served = engine.step()  # tick {tick}", "step")
+        if not isinstance(served, (list, tuple)) or not all(type(i) is int for i in served):
+            self.fail("well_typed", f"tick {tick}: step() returned {served!r}: expected a list of int ids")
+        if served:
+            self.shadow.apply(tick, list(served))
+            self.trace.append({"tick": tick, "served": list(served)})
+        else:
+            self.shadow.clock = tick + 1
+        if spec.is_terminal(self.spec_state):
+            self.fail("matches_reference", f"tick {tick}: the engine is stepped, but the spec has nothing left")
+        self.spec_state = spec.step(self.spec_state)
+        expected = list(self.spec_state.served)
+        self.spec_trace.append({"tick": self.spec_state.clock - 1, "served": expected})
+        self.check_state(spec.broken_state_invariants(self.shadow.state()), tick)
+        if list(served) != expected or self.spec_state.clock - 1 != tick:
+            self.fail("matches_reference", f"tick {tick}: the engine served {list(served)}, the spec serves "
+                      f"{expected} in tick {self.spec_state.clock - 1}")
+        if view is not NO_VIEW and view != NO_VIEW:
+            for invariant, message, _ in self.shadow.view_problems(view, tick):
+                self.fail(invariant, message)
+
+    def timeline(self) -> list[str]:
+        from proofs.report.timeline import render
+
+        return render(self.spec_trace, self.trace, self.trace[-1]["tick"] if self.trace else None, titles=("spec", "engine")) \
+            if getattr(self, "trace", None) else []
+
+
+def replayable(invariant: str, message: str, program: list[str], timeline: list[str]) -> str:
+    """The failure as Hypothesis prints a stateful one: the calls that reproduce it, then the picture."""
+    lines = [f"# {invariant}: {message}", "# the calls, in order (make is the target's factory):"]
+    lines += program
+    if timeline:
+        lines += ["", "# the timeline of the failing run:", *(f"# {line}" for line in timeline)]
+    return "\n".join(lines)
+
+
+def run_stateful(target, model_name: str, max_examples: int, seed: int | None = None, policy: str = "fcfs",
+                 call_seconds: float = 1.0, deadline: float | None = None, shrink_seconds: float = SHRINK_SECONDS,
+                 account: dict | None = None):
+    """Drive ``target`` (a factory) through the protocol; return (invariant, message, program) for a failure, else None.
+
+    The program is the shortest failing one found (Hypothesis shrinks it for at most
+    ``shrink_seconds``); at ``deadline`` (time.monotonic()) the test stops.  ``seed`` seeds
+    Hypothesis (the same seed runs the same programs).  ``account``, when given, receives
+    ``programs`` (how many were run), ``texts`` (each program, in order) and ``finished``
+    (False when the deadline stopped it)."""
+    base = ServingClient if model_name == "serving" else ChapterClient
+    record = {"deadline": deadline if deadline is not None else float("inf"), "since": None, "shrink": shrink_seconds}
+    shape = SHAPES[model_name]
+    with TargetProcess(target, call_seconds=call_seconds, shape=shape, adapter=session) as process:
+
+        class Machine(base):
+            pass
+
+        Machine.process, Machine.policy, Machine.record = process, policy, record
+        test = get_state_machine_test(
+            Machine,
+            settings=settings(
+                max_examples=max_examples,
+                stateful_step_count=STEPS,
+                deadline=None,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+                verbosity=Verbosity.quiet,
+            ),
+        )
+        if seed is not None:
+            test = hypothesis_seed(seed)(test)
+        try:
+            test()
+        except (StateMismatch, _Stop):
+            pass
+        except Exception:  # Hypothesis's Flaky around a failure that did not repeat: still a finding, below
+            if record.get("best") is None:
+                raise
+        if account is not None:
+            account["programs"] = record.get("programs", 0)
+            account["finished"] = record.get("stopped") is None
+            account["texts"] = list(record.get("texts", []))  # every program run, in order
+        if record.get("best") is None:
+            return None
+        invariant, message, program, timeline, actions = _remove_calls(Machine, record["best"])
+    return invariant, message, replayable(invariant, message, program, timeline)
+
+
+def _replay(machine_class, actions: list):
+    """Run the client's calls on a fresh engine, skipping those not allowed; the failure's record, or None."""
+    saved = machine_class.record
+    machine_class.record = {"deadline": float("inf"), "since": None, "shrink": float("inf")}
+    try:
+        machine = machine_class()
+        for kind, args in actions:
+            if machine.allowed(kind, args):
+                getattr(machine, "do_" + kind)(*args)
+        return None
+    except StateMismatch:
+        return machine_class.record["best"]
+    except Exception:  # the shortened program reached a state the spec cannot follow: not a reproduction
+        return None
+    finally:
+        machine_class.record = saved
+
+
+def _remove_calls(machine_class, best: tuple) -> tuple:
+    """Greedily drop client calls while the same invariant still breaks: the shortest program this way."""
+    invariant = best[0]
+    actions = list(best[4])
+    changed = True
+    while changed:
+        changed = False
+        for index in range(len(actions) - 1, 0, -1):  # never the make call
+            candidate = actions[:index] + actions[index + 1:]
+            again = _replay(machine_class, candidate)
+            if again is not None and again[0] == invariant:
+                best, actions, changed = again, list(again[4]), True
+                break
+    return best
