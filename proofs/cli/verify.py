@@ -150,6 +150,7 @@ def run_verify(args: argparse.Namespace) -> int:
     hypothesis_deadline = started + args.budget / 2 if args.engine == "all" else deadline
     progress = Progress(hypothesis_deadline)
     found, calls, unfinished, contracts = [], 0, [], []
+    bounds, statistics = None, {}  # measured over the calls the Hypothesis engine made
     try:
         isolated = args.backend == "hypothesis"
         with (TargetProcess(target, call_seconds=args.call_timeout, shape=model.shape) if isolated
@@ -175,6 +176,7 @@ def run_verify(args: argparse.Namespace) -> int:
                         )
                         found += merged.found
                         calls, unfinished = merged.calls, merged.unfinished
+                        bounds, statistics = merged.bounds, merged.statistics
                     else:
                         search = Search(
                             process, hypothesis_deadline, find_all=args.all, database=database,
@@ -182,6 +184,7 @@ def run_verify(args: argparse.Namespace) -> int:
                         )
                         found += [(f.counterexample, f.actual) for f in search.run(stateful=ours)]
                         calls, unfinished = search.calls_tried, search.unfinished
+                        bounds, statistics = search.bounds, search.statistics
                 if args.engine in ("crosshair", "all") and (args.all or not found):
                     from proofs.symbolic.bridge import run_contracts, to_counterexamples
                     from proofs.search.engine import Search
@@ -205,7 +208,8 @@ def run_verify(args: argparse.Namespace) -> int:
     for cex, actual in found:
         print("\n".join(format_counterexample(cex, actual)))
         print()
-    line = summary_line(verdict, target.text, len(found), calls)
+    engine = "hypothesis+crosshair" if args.engine == "all" else args.engine
+    line = summary_line(verdict, target.text, len(found), calls, engine, bounds)
     if contracts:
         outcomes = sorted({c["outcome"].split(" within")[0] for c in contracts})
         line += f"; crosshair: {len(contracts)} contracts ({', '.join(outcomes)})"
@@ -216,19 +220,29 @@ def run_verify(args: argparse.Namespace) -> int:
     print(line)
     if args.json or args.junit or args.sarif:
         report = _write_json(args.json, verdict, target.text, time.monotonic() - started, [cex for cex, _ in found],
-                             contracts, model)
+                             contracts, model, coverage(calls, bounds, statistics))
         ci_reports.write_outputs(args, "verify", report, target.text)
     return 1 if found else 2 if unknown else 0
 
 
+def coverage(calls: int, bounds, statistics: dict) -> dict:
+    """What the search covered, measured: calls made, the ranges of the valid ones, and per check the cases drawn."""
+    if not calls and bounds is None:
+        return {}
+    covered = {"calls": calls, "bounds": bounds.to_json() if bounds is not None else {}}
+    covered["statistics"] = {check: dict(sorted(counter.items())) for check, counter in sorted(statistics.items())}
+    return covered
+
+
 def _write_json(path: str | None, verdict: str, target: str, seconds: float, counterexamples, contracts=(),
-                model=None) -> dict:
+                model=None, covered: dict | None = None) -> dict:
     report = {
         "verdict": verdict,
         "target": target,
         "seconds": round(seconds, 3),
         "counterexamples": [cex.to_json() for cex in counterexamples],
     }
+    report |= covered or {}
     if model is not None and model.name != models.DEFAULT:
         report |= {"model": model.name, "policy": model.policy}
     if contracts:

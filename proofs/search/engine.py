@@ -30,9 +30,10 @@ import glob
 import json
 import os
 import time
+from collections import Counter
 from typing import Callable, NamedTuple
 
-from hypothesis import HealthCheck, Verbosity, given, settings
+from hypothesis import HealthCheck, Verbosity, event, given, settings
 from hypothesis import strategies as st
 
 from proofs import models
@@ -105,6 +106,8 @@ class Search:
         self.found: list[Found] = []
         self.calls_tried = 0
         self.unfinished: list[str] = []
+        self.bounds = self.model.new_bounds()  # the ranges of the valid calls actually made (every PASS line states them)
+        self.statistics: dict[str, Counter] = {}  # per check: how often each interesting case was drawn
 
     # -- the run ---------------------------------------------------------------------
 
@@ -147,6 +150,7 @@ class Search:
 
     def _valid(self, call, seconds: float | None = None, reference: dict | None = None) -> list[Finding]:
         self.calls_tried += 1
+        self.bounds.add(call)
         outcome = self.process.call(*copy.deepcopy(call), seconds=seconds)
         return judge_valid_call(outcome, *call, reference=reference, model=self.model)
 
@@ -160,6 +164,7 @@ class Search:
 
     def _repeated(self, call) -> list[Finding]:
         self.calls_tried += 7
+        self.bounds.add(call)
         return judge_repeated_call(self.process, copy.deepcopy(call), self.model)
 
     # -- the checks --------------------------------------------------------------------
@@ -221,6 +226,7 @@ class Search:
             results = {}
             for call in related_calls(jobs, slots):
                 self.calls_tried += 1
+                self.bounds.add(call)
                 outcome = self.process.call(*copy.deepcopy(call))
                 findings = judge_valid_call(outcome, *call, model=self.model)
                 if findings:
@@ -237,6 +243,7 @@ class Search:
         self._search(
             "metamorphic", pairs, judge,
             lambda pair, wanted: self._minimize_valid(pair_call["call"], wanted),
+            drawn=lambda pair: (pair[0], pair[1], True),
         )
 
     def _deterministic(self) -> None:
@@ -313,7 +320,17 @@ class Search:
             small, findings = call, [Finding(wanted, "failed once; did not fail again")]
         return small, findings[0]
 
-    def _search(self, check: str, strategy, judge, minimize, rule: str = "") -> None:
+    def _count(self, check: str, call) -> None:
+        """Record the interesting cases a drawn valid call falls in, as Hypothesis events and in ``statistics``."""
+        counter = self.statistics.setdefault(check, Counter())
+        counter["drawn"] += 1
+        if not self.model.is_valid(*call):
+            return
+        for name in self.model.features(call):
+            event(name)
+            counter[name] += 1
+
+    def _search(self, check: str, strategy, judge, minimize, rule: str = "", drawn=None) -> None:
         """Run one Hypothesis search until it fails, runs out of examples or of time."""
         while not self._done():
             ignore = set(self.known)
@@ -329,6 +346,7 @@ class Search:
             def test(call):
                 if time.monotonic() >= self.deadline:
                     stop(BudgetExhausted)
+                self._count(check, drawn(call) if drawn else call)
                 findings = [f for f in judge(call) if f.invariant not in ignore]
                 self.progress(check, self.calls_tried)
                 if state["locked"] is not None:

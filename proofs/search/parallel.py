@@ -34,6 +34,8 @@ class Merged(NamedTuple):
     found: list  # (Counterexample, actual), in check order
     calls: int
     unfinished: list
+    bounds: object = None  # strategies.Bounds merged over every worker's calls
+    statistics: dict = {}  # per check: how often each interesting case was drawn
 
 
 class _Task(NamedTuple):
@@ -127,16 +129,21 @@ def run_parallel(
                 process.join()
     results = [by_index[index] for index in sorted(by_index)]
     found, calls, unfinished = list(replay[1]), replay[2], []
+    bounds, statistics = replay[5], dict(replay[6])
     for result in results:
-        index, found_here, calls_here, unfinished_here, cancelled = result
+        index, found_here, calls_here, unfinished_here, cancelled = result[:5]
         calls += calls_here
+        if result[5] is not None:
+            bounds.merge(result[5])
+        for check, counter in result[6].items():
+            statistics[check] = statistics.get(check, type(counter)()) + counter
         if cancelled:
             continue
         found += found_here
         unfinished += unfinished_here
     if not find_all:
         found = found[:1]
-    return Merged(found, calls, unfinished)
+    return Merged(found, calls, unfinished, bounds, statistics)
 
 
 def _worker(queue, answers, first_found, warned) -> None:
@@ -167,7 +174,7 @@ def _run_task(task: _Task, database=None):
 
     first_found = _shared.get("first_found")
     if first_found is not None and not task.find_all and first_found.value < task.index:
-        return task.index, [], 0, [], True  # an earlier check has already found one
+        return task.index, [], 0, [], True, None, {}  # an earlier check has already found one
     if database is None:
         database = open_database(task.db, warn=_warn_once)
     cancelled = {"now": False}
@@ -189,4 +196,5 @@ def _run_task(task: _Task, database=None):
         with first_found.get_lock():
             first_found.value = min(first_found.value, task.index)
     pairs = [(f.counterexample, f.actual) for f in found]
-    return task.index, pairs, search.calls_tried, list(search.unfinished), cancelled["now"]
+    return (task.index, pairs, search.calls_tried, list(search.unfinished), cancelled["now"], search.bounds,
+            search.statistics)
