@@ -55,7 +55,8 @@ def test_every_buggy_scheduler_is_caught_with_the_right_invariant(tmp_path, path
 def test_independent_correct_schedulers_pass(tmp_path, path, capsys):
     code, report = verify(tmp_path, f"{path}:schedule", "--examples", "200")
     assert code == 0, capsys.readouterr().out
-    assert report == {"verdict": "pass", "target": f"{path}:schedule", "seconds": report["seconds"], "counterexamples": []}
+    assert report["verdict"] == "pass" and report["target"] == f"{path}:schedule" and report["counterexamples"] == []
+    assert report["bounds"]["jobs"][1] > 32  # the search tried inputs larger than a 32-entry queue
 
 
 def test_our_impl_passes_including_the_stateful_test(tmp_path, capsys):

@@ -70,7 +70,7 @@ def test_failing_run_prints_the_report_and_writes_json(tmp_path, isolated, capsy
     assert any(line.startswith("expected slot0") for line in lines)
     assert any(line.startswith("         slot1") for line in lines)  # the actual schedule uses a second slot
     data = json.loads(report.read_text())
-    assert set(data) == {"verdict", "target", "seconds", "counterexamples"}
+    assert set(data) == {"verdict", "target", "seconds", "counterexamples", "calls", "bounds", "statistics"}
     assert data["verdict"] == "fail" and data["target"] == SLOT_BUG
     (cex,) = data["counterexamples"]
     assert set(cex) >= {"property", "engine", "input", "input_repr", "message"}
