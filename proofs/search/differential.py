@@ -8,6 +8,12 @@ the smallest call on which they part, with each side judged against the spec:
 - ``both conform``: they differ, yet both meet the spec (extra result keys, say);
 - ``both broken``: they differ, and both break the same invariants.
 
+A change is a ``fix`` only if NEW broke nothing on any call searched: once a fixing
+difference is seen the search goes on (to its examples or its deadline), and any
+call on which NEW breaks an invariant ends it and decides the verdict (``regression``
+when OLD kept that invariant there, else ``both broken``); the fix is kept in
+``DifferentialSearch.differences`` and reported too.
+
 Behaviour is compared as a caller sees it: the returned value, or the kind of
 exception (two ValueErrors with different messages behave alike), a hang or a death.
 Both targets run isolated (proofs.sandbox).  It is a search, not a proof of
@@ -77,6 +83,8 @@ class DifferentialSearch:
         self.examples = examples
         self.calls_tried = 0
         self.unfinished: list[str] = []
+        self.differences: list[Difference] = []  # every minimised difference found, the deciding one first
+        self._fix = None  # the first call seen on which NEW fixes what OLD broke, and breaks nothing
 
     def _sides(self, call, seconds: float | None = None) -> tuple[Side, Side]:
         self.calls_tried += 1
@@ -112,15 +120,59 @@ class DifferentialSearch:
             small = self.model.minimize_invalid(call, self._differs, self._shrink_seconds())
         return self._difference(small)._replace(engine=engine)
 
+    def _deciding(self, call) -> bool:
+        """True when ``call`` decides the verdict: NEW breaks an invariant, or they differ other than by a fix."""
+        old, new = self._sides(call)
+        if new.broken:
+            return True
+        if behaviour(old.outcome) == behaviour(new.outcome):
+            return False
+        if old.broken:  # a fix: keep the first, and search on for anything NEW breaks
+            self._fix = self._fix or copy.deepcopy(call)
+            return False
+        return True
+
+    def _decide(self, call) -> Difference:
+        """The minimised difference of a deciding call: by what NEW breaks there, else by the difference itself."""
+        old, new = self._sides(call)
+        minimize = self.model.minimize_valid if self.model.is_valid(*call) else self.model.minimize_invalid
+        if not new.broken:
+            return self.classify_call(call, "hypothesis") or self._difference(call)
+        wanted = new.broken[0]
+        kept = wanted not in old.broken
+
+        def still(candidate) -> bool:
+            o, n = self._sides(candidate)
+            return wanted in n.broken and (not kept or wanted not in o.broken)
+
+        small = minimize(call, still, self._shrink_seconds())
+        found = self._difference(small)
+        if found.classification != "regression" and set(found.new.broken) - set(found.old.broken):
+            found = found._replace(classification="regression")
+        if found.classification == "both conform":  # NEW breaks ``wanted`` with the same behaviour as OLD
+            found = found._replace(classification="both broken")
+        return found
+
     def run(self) -> Difference | None:
-        """The first (minimised) difference, or None."""
+        """The minimised difference that decides the verdict (a ``fix`` only if NEW broke nothing searched), or None."""
+        found = self._run()
+        if found is None and self._fix is not None:
+            found = self.classify_call(self._fix, "hypothesis")
+        if found is not None:
+            self.differences.insert(0, found)
+        if self._fix is not None and found is not None and found.classification != "fix":
+            fix = self.classify_call(self._fix, "hypothesis")
+            if fix is not None:
+                self.differences.append(fix)
+        return found
+
+    def _run(self) -> Difference | None:
         for rule, call in self.model.bad_calls():
             if time.monotonic() >= self.deadline:
                 self.unfinished.append("validation")
                 return None
-            if self._differs(call):
-                small = self.model.minimize_invalid(call, self._differs, self._shrink_seconds())
-                return self._difference(small)
+            if self._deciding(call):
+                return self._decide(call)
         for strategy, name in ((self.model.valid_calls(), "valid calls"), (self.model.corrupted_calls(), "corrupted calls")):
             found = self._search(strategy, name)
             if found is not None:
@@ -140,7 +192,7 @@ class DifferentialSearch:
             if time.monotonic() >= self.deadline:
                 self.unfinished.append(name)
                 raise Stop
-            if self._differs(call):
+            if self._deciding(call):
                 state["call"] = copy.deepcopy(call)
                 raise Stop  # the deterministic minimiser below shrinks it
 
@@ -156,4 +208,4 @@ class DifferentialSearch:
             pass
         if state["call"] is None:
             return None
-        return self.classify_call(state["call"], "hypothesis")
+        return self._decide(state["call"])
