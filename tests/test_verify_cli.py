@@ -186,3 +186,31 @@ def test_crosshair_can_focus_on_named_invariants(tmp_path, isolated, capsys):
         ("slot_bound", "impl.Scheduler.step"), ("slot_bound", "spec.step"),
     }
     assert all(c["outcome"] != "counterexample" for c in data["contracts"])
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--invariant", "slot_bound"], "only --engine crosshair can focus on named invariants"),
+        (["--invariant", "slot_bound", "--engine", "all"], "only --engine crosshair can focus on named invariants"),
+        (["--invariant", "input_unchanged", "--engine", "crosshair"], "CrossHair has no contract of it on our impl"),
+        (["--invariant", "matches_reference", "--engine", "crosshair"], "CrossHair has no contract of it on our impl"),
+        (["--invariant", "slot_bound", "--engine", "crosshair", f"{BUGGY / 'admits_one_too_many.py'}:schedule"],
+         "no contract of it on a target other than our impl (it has: validation)"),
+        (["--invariant", "no_such_rule", "--engine", "crosshair"], "not an invariant of the chapter model"),
+    ],
+)
+def test_invariant_is_rejected_in_one_line_where_it_cannot_focus(args, message, tmp_path):
+    run = run_cli("verify", *args, "--budget", "5", "--db", "none", "--save-dir", str(tmp_path / "saved"))
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert run.stdout == "" and run.stderr.count("\n") == 1 and message in run.stderr, run.stderr
+
+
+def test_the_invariant_names_come_from_the_registry():
+    import spec
+    from proofs.cli.verify import crosshair_focus
+
+    assert set(crosshair_focus(True)) == {inv.name for inv in spec.STATE_INVARIANTS} | {"validation"}
+    assert crosshair_focus(False) == ["validation"]
+    help_text = run_cli("verify", "--help").stdout
+    assert all(name in " ".join(help_text.split()) for name in crosshair_focus(True))
