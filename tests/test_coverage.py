@@ -100,3 +100,26 @@ def test_a_pass_states_the_bounds_it_measured_and_the_json_carries_them(tmp_path
     assert conformance["idle gap >= 2**32"] > 0 and conformance["same-tick arrivals"] > 0
     assert set(data["statistics"]) >= {"conformance", "deterministic", "validation"}
     assert re.fullmatch(r"\d+", str(data["calls"]))
+
+
+def test_a_large_failing_input_shrinks_to_a_small_one_within_the_minimiser_deadline():
+    import importlib.util
+    import time
+
+    from proofs.search.minimize import minimize_valid_call
+
+    path = pathlib.Path(__file__).parent / "corpus" / "buggy" / "admits_one_too_many.py"
+    loader = importlib.util.spec_from_file_location("admits_one_too_many", path)
+    buggy = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(buggy)
+
+    def fails(call):
+        return any(v.invariant == "slot_bound" for v in spec.check(*call, buggy.schedule(*call)))
+
+    jobs = [{"id": 2**63 + 7 * i, "arrival": (i // 50) * 2**40, "tokens": 1 + i % 2} for i in range(2000)]
+    call = (jobs, 44, True)
+    assert fails(call)
+    started = time.monotonic()
+    small = minimize_valid_call(call, fails, seconds=20.0)
+    assert time.monotonic() - started < 20.0
+    assert small == ([{"id": 0, "arrival": 0, "tokens": 1}, {"id": 1, "arrival": 0, "tokens": 1}], 1, False)
