@@ -24,7 +24,10 @@ def test_two_correct_schedulers_do_not_differ(tmp_path, capsys):
     code, report = diff(tmp_path, f"{CORRECT / 'event_driven.py'}:schedule", f"{CORRECT / 'tick_by_tick.py'}:schedule", "--examples", "150", "--budget", "15")
     assert code == 0
     assert report["verdict"] == "no difference" and report["differences"] == []
-    assert capsys.readouterr().out.startswith("SAME ")
+    out = capsys.readouterr().out
+    assert out.startswith("SAME ")
+    jobs = report["bounds"]["jobs"]
+    assert f"calls (jobs {jobs[0]}..{jobs[1]}, slots " in out and report["bounds"]["valid_calls"] <= report["calls"]
 
 
 def test_a_subtly_late_admission_is_a_minimal_regression(tmp_path, capsys):

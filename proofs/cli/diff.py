@@ -125,6 +125,8 @@ def _compare(old: Target, new: Target, args, started: float, model) -> int:
                     break
     if found is None:
         line = f"SAME {old.text} and {new.text}: no difference in {search.calls_tried} calls"
+        covered = search.bounds.describe()
+        line += f" ({covered})" if covered else ""
         if symbolic_seconds:
             line += f", nor in {symbolic_seconds:.0f} s of CrossHair diffbehavior"
         if search.unfinished:
@@ -137,7 +139,8 @@ def _compare(old: Target, new: Target, args, started: float, model) -> int:
             print(f"\nNEW broke no invariant in the {search.calls_tried} calls searched")
     if args.json or args.junit or args.sarif:
         report = _write_json(args.json, old.text, new.text, time.monotonic() - started, found, model,
-                             [d for d in search.differences if d is not found], search.calls_tried, symbolic_seconds)
+                             [d for d in search.differences if d is not found], search.calls_tried, symbolic_seconds,
+                             search.bounds)
         ci_reports.write_outputs(args, "diff", report, new.text)
     return 0 if found is None or found.classification == "fix" else 1
 
@@ -165,7 +168,7 @@ def format_difference(found: Difference, model=None) -> list[str]:
 
 
 def _write_json(path: str | None, old: str, new: str, seconds: float, found: Difference | None, model=None,
-                others=(), calls: int | None = None, symbolic_seconds: float = 0.0) -> dict:
+                others=(), calls: int | None = None, symbolic_seconds: float = 0.0, bounds=None) -> dict:
     model = model or models.get()
     differences = []
     for each in [found] * (found is not None) + list(others):
@@ -187,6 +190,8 @@ def _write_json(path: str | None, old: str, new: str, seconds: float, found: Dif
     }
     if calls is not None:
         report |= {"calls": calls, "crosshair_seconds": round(symbolic_seconds, 3)}
+    if bounds is not None:
+        report["bounds"] = bounds.to_json()
     if model.name != models.DEFAULT:
         report |= {"model": model.name, "policy": model.policy}
     if path:

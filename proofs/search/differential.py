@@ -83,12 +83,15 @@ class DifferentialSearch:
         self.examples = examples
         self.calls_tried = 0
         self.unfinished: list[str] = []
+        self.bounds = self.model.new_bounds()  # the ranges of the valid calls made (the SAME line states them)
         self.differences: list[Difference] = []  # every minimised difference found, the deciding one first
         self._fix = None  # the first call seen on which NEW fixes what OLD broke, and breaks nothing
 
     def _sides(self, call, seconds: float | None = None) -> tuple[Side, Side]:
         self.calls_tried += 1
         valid = self.model.is_valid(*call)
+        if valid:
+            self.bounds.add(call)
         sides = []
         for process in (self.old, self.new):
             outcome = process.call(*copy.deepcopy(call), seconds=seconds)
@@ -153,15 +156,28 @@ class DifferentialSearch:
             found = found._replace(classification="both broken")
         return found
 
+    def _fixes(self, call) -> bool:
+        """True when OLD and NEW differ on ``call`` and it is a fix there (NEW breaks nothing OLD kept, and less)."""
+        old, new = self._sides(call)
+        return behaviour(old.outcome) != behaviour(new.outcome) and classify(old.broken, new.broken) == "fix"
+
+    def _minimal_fix(self) -> Difference | None:
+        """The first fixing call seen, minimised so that it stays a fix."""
+        call = self._fix
+        if not self._fixes(call):
+            return None  # it did not fix again in the isolated re-run
+        minimize = self.model.minimize_valid if self.model.is_valid(*call) else self.model.minimize_invalid
+        return self._difference(minimize(call, self._fixes, self._shrink_seconds()))
+
     def run(self) -> Difference | None:
         """The minimised difference that decides the verdict (a ``fix`` only if NEW broke nothing searched), or None."""
         found = self._run()
         if found is None and self._fix is not None:
-            found = self.classify_call(self._fix, "hypothesis")
+            found = self._minimal_fix()
         if found is not None:
             self.differences.insert(0, found)
         if self._fix is not None and found is not None and found.classification != "fix":
-            fix = self.classify_call(self._fix, "hypothesis")
+            fix = self._minimal_fix()
             if fix is not None:
                 self.differences.append(fix)
         return found
