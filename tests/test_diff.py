@@ -123,3 +123,9 @@ def test_the_seconds_of_crosshair_reported_are_measured_not_budgeted(tmp_path, c
     assert int(seconds.group(1)) <= wall < 20 * 0.6 + 10, (out, wall)
     assert report["crosshair_seconds"] <= report["seconds"] <= wall
     assert report["crosshair_seconds"] < 2.0  # it returned at once; the budget said about 10 s
+
+
+def test_two_versions_with_the_same_bug_and_no_difference_are_the_same(tmp_path, capsys):
+    bug = f"{BUGGY / 'admits_one_too_many.py'}:schedule"
+    code, report = diff(tmp_path, bug, bug, "--examples", "60", "--budget", "12")
+    assert code == 0 and report["verdict"] == "no difference", capsys.readouterr().out

@@ -86,6 +86,7 @@ class DifferentialSearch:
         self.bounds = self.model.new_bounds()  # the ranges of the valid calls made (the SAME line states them)
         self.differences: list[Difference] = []  # every minimised difference found, the deciding one first
         self._fix = None  # the first call seen on which NEW fixes what OLD broke, and breaks nothing
+        self._still = None  # the first call seen on which both behave alike and NEW breaks an invariant
 
     def _sides(self, call, seconds: float | None = None) -> tuple[Side, Side]:
         self.calls_tried += 1
@@ -124,16 +125,19 @@ class DifferentialSearch:
         return self._difference(small)._replace(engine=engine)
 
     def _deciding(self, call) -> bool:
-        """True when ``call`` decides the verdict: NEW breaks an invariant, or they differ other than by a fix."""
+        """True when ``call`` decides the verdict: they differ other than by a clean fix, or NEW breaks an
+        invariant after a fix was seen (a call on which both behave alike and NEW breaks one is kept for later)."""
         old, new = self._sides(call)
+        if behaviour(old.outcome) != behaviour(new.outcome):
+            if new.broken or not old.broken:
+                return True
+            self._fix = self._fix or copy.deepcopy(call)  # a clean fix: search on for anything NEW breaks
+            return False
         if new.broken:
-            return True
-        if behaviour(old.outcome) == behaviour(new.outcome):
-            return False
-        if old.broken:  # a fix: keep the first, and search on for anything NEW breaks
-            self._fix = self._fix or copy.deepcopy(call)
-            return False
-        return True
+            if self._fix is not None:
+                return True
+            self._still = self._still or copy.deepcopy(call)
+        return False
 
     def _decide(self, call) -> Difference:
         """The minimised difference of a deciding call: by what NEW breaks there, else by the difference itself."""
@@ -152,8 +156,6 @@ class DifferentialSearch:
         found = self._difference(small)
         if found.classification != "regression" and set(found.new.broken) - set(found.old.broken):
             found = found._replace(classification="regression")
-        if found.classification == "both conform":  # NEW breaks ``wanted`` with the same behaviour as OLD
-            found = found._replace(classification="both broken")
         return found
 
     def _fixes(self, call) -> bool:
@@ -172,6 +174,8 @@ class DifferentialSearch:
     def run(self) -> Difference | None:
         """The minimised difference that decides the verdict (a ``fix`` only if NEW broke nothing searched), or None."""
         found = self._run()
+        if found is None and self._fix is not None and self._still is not None:
+            found = self._decide(self._still)  # NEW still breaks what it broke before the fix was seen
         if found is None and self._fix is not None:
             found = self._minimal_fix()
         if found is not None:
