@@ -47,7 +47,8 @@ def test_large_inputs_are_cheap_and_only_where_asked():
     def cheap(call):
         jobs, slots, _ = call
         assert 33 <= len(jobs) <= 2000 and max(job["tokens"] for job in jobs) <= 3
-        assert sum(job["tokens"] for job in jobs) <= strategies.LARGE_BUSY_TICKS * slots, (len(jobs), slots)
+        assert sum(job["tokens"] for job in jobs) <= strategies.busy_ticks(len(jobs)) * slots, (len(jobs), slots)
+        assert len(jobs) * strategies.busy_ticks(len(jobs)) <= strategies.LARGE_JOB_TICKS
 
     cheap()
 

@@ -75,7 +75,7 @@ class ChapterModel:
         arrivals = [job["arrival"] for job in jobs]
         hypothesis_target(float(min(len(jobs), strategies.MAX_JOBS)), label="jobs")  # large inputs come at their own rate
         hypothesis_target(float(len(arrivals) - len(set(arrivals))), label="arrival ties")
-        hypothesis_target(float(sum(job["wait"] for job in runs[False]["completed"])), label="queueing")
+        hypothesis_target(sum(job["wait"] for job in runs[False]["completed"]) / max(1, len(jobs)), label="queueing")
         hypothesis_target(runs[True]["utilization"] - runs[False]["utilization"], label="policy gap")
         return runs[continuous]
 

@@ -9,7 +9,7 @@ and beyond 64 bits, up to 2**80 apart), or scattered over extremes; tokens from 
 thousands under a total-work cap; slots from 1 to more than the jobs; both
 policies; lists, tuples and subclasses.  One input in eight is large: 33 to 2000
 cheap jobs (1 to 3 tokens each, slots enough to finish within about 250 busy
-ticks), built from a few drawn numbers so that it stays within Hypothesis's buffer
+ticks, and jobs times busy ticks under 50 000), built from a few drawn numbers so that it stays within Hypothesis's buffer
 and shrinks by its job count.  Ties: arrivals tie (same-tick arrivals) and tokens
 tie; the FIFO key ``(arrival, id)`` never ties, since ids are unique, so the order
 of two jobs is always fixed by the spec.  Everything shrinks towards fewer jobs,
@@ -40,7 +40,8 @@ IDLE_GAPS = (1, 2, 1000, 2**32, 2**40)
 ID_BASES = (0, -(2**63), 2**64, -(10**20))
 ID_EXTREMES = (0, -1, 2**31, -(2**63), 2**63, 2**64, -(10**20), 2**80)
 LARGE_JOBS = (500, 1000, 2000)  # besides 33..300
-LARGE_BUSY_TICKS = 250  # slots are drawn so that a large input keeps every slot busy at most this long
+LARGE_BUSY_TICKS = 250  # slots are drawn so that a large input keeps every slot busy at most this long ...
+LARGE_JOB_TICKS = 50_000  # ... and jobs times busy ticks stays under this (a scheduler that scans every job each tick stays fast)
 HUGE_ARRIVAL = 2**32
 WIDE_IDS = 2**64
 
@@ -93,6 +94,11 @@ def _ids(draw, n: int) -> list[int]:
     return draw(st.lists(near, min_size=n, max_size=n, unique=True))
 
 
+def busy_ticks(n: int) -> int:
+    """The most ticks a large input of ``n`` jobs may keep its slots busy."""
+    return max(10, min(LARGE_BUSY_TICKS, LARGE_JOB_TICKS // n))
+
+
 @st.composite
 def large_calls(draw):
     """A valid call of 33 to 2000 cheap jobs, built from a few drawn numbers (the deterministic minimiser shrinks it)."""
@@ -105,7 +111,7 @@ def large_calls(draw):
     stride = draw(st.sampled_from((1, 1, 3, 2**40 + 1)))
     rng = random.Random(draw(st.integers(0, 2**32)))
     tokens = [rng.randint(1, max_tokens) for _ in range(n)]
-    fewest = max(1, -(-sum(tokens) // LARGE_BUSY_TICKS))
+    fewest = max(1, -(-sum(tokens) // busy_ticks(n)))
     slots = fewest + draw(st.integers(0, 8) | st.sampled_from((32, 64)))
     order = list(range(n))
     if draw(st.booleans()):
@@ -140,7 +146,7 @@ def small_calls(draw, max_jobs: int = MAX_JOBS, work_cap: int = WORK_CAP):
 def valid_calls(draw, max_jobs: int = MAX_JOBS, work_cap: int = WORK_CAP, large: bool | None = None):
     """A valid (jobs, slots, continuous), shrinking towards the smallest input; large ones only when ``large`` (default: with the default ``max_jobs``)."""
     large = (max_jobs == MAX_JOBS) if large is None else large
-    if large and all(draw(st.tuples(st.booleans(), st.booleans(), st.booleans()))):  # one in eight, shrinking to small
+    if large and all(draw(st.tuples(*[st.booleans()] * 3))):  # one in eight, shrinking to small
         jobs, slots, continuous = draw(large_calls())
     else:
         jobs, slots, continuous = draw(small_calls(max_jobs, work_cap))
