@@ -24,7 +24,10 @@ def test_two_correct_schedulers_do_not_differ(tmp_path, capsys):
     code, report = diff(tmp_path, f"{CORRECT / 'event_driven.py'}:schedule", f"{CORRECT / 'tick_by_tick.py'}:schedule", "--examples", "150", "--budget", "30")
     assert code == 0
     assert report["verdict"] == "no difference" and report["differences"] == []
-    assert capsys.readouterr().out.startswith("SAME ")
+    out = capsys.readouterr().out
+    assert out.startswith("SAME ")
+    jobs = report["bounds"]["jobs"]
+    assert f"calls (jobs {jobs[0]}..{jobs[1]}, slots " in out and report["bounds"]["valid_calls"] <= report["calls"]
 
 
 def test_a_subtly_late_admission_is_a_minimal_regression(tmp_path, capsys):
@@ -75,3 +78,54 @@ def test_base_revision_compares_the_working_tree_impl_with_a_commit(tmp_path):
     changed = run()
     assert changed.returncode == 1, changed.stdout + changed.stderr
     assert changed.stdout.startswith("DIFF regression")
+
+
+BUGGY = ROOT / "tests" / "corpus" / "buggy"
+
+
+def test_a_fix_that_breaks_another_invariant_elsewhere_is_a_regression(tmp_path, capsys):
+    # NEW fixes OLD's late same-tick admission (continuous) but refills free slots in static mode
+    code, report = diff(tmp_path, f"{LATE}:schedule", f"{BUGGY / 'static_refills_free_slots.py'}:schedule",
+                        "--budget", "40")
+    assert code == 1
+    assert report["verdict"] == "regression"
+    deciding, *others = report["differences"]
+    assert deciding["classification"] == "regression" and "static_batch_boundary" in deciding["new"]["broken"]
+    assert "static_batch_boundary" not in deciding["old"]["broken"] and deciding["input"]["continuous"] is False
+    assert [d["classification"] for d in others] == ["fix"]  # the fix is reported too, not hidden
+    assert "continuous_backfills" in others[0]["old"]["broken"] and others[0]["new"]["broken"] == []
+    assert capsys.readouterr().out.startswith("DIFF regression")
+
+
+def test_a_clean_fix_says_new_broke_nothing_in_the_calls_searched(tmp_path, capsys):
+    code, report = diff(tmp_path, f"{LATE}:schedule", f"{CORRECT / 'heap_queue.py'}:schedule",
+                        "--examples", "150", "--budget", "30")
+    assert code == 0 and report["verdict"] == "fix"
+    assert all(d["new"]["broken"] == [] for d in report["differences"])
+    assert f"NEW broke no invariant in the {report['calls']} calls searched" in capsys.readouterr().out
+
+
+def test_the_seconds_of_crosshair_reported_are_measured_not_budgeted(tmp_path, capsys, monkeypatch):
+    import re
+    import time
+
+    import proofs.symbolic.diff
+
+    monkeypatch.setattr(proofs.symbolic.diff, "crosshair_differences", lambda old, new, seconds: [])  # ends at once
+    started = time.monotonic()
+    code, report = diff(tmp_path, f"{CORRECT / 'event_driven.py'}:schedule", f"{CORRECT / 'tick_by_tick.py'}:schedule",
+                        "--examples", "20", "--budget", "20")
+    wall = time.monotonic() - started
+    out = capsys.readouterr().out
+    assert code == 0, out
+    seconds = re.search(r"nor in (\d+) s of CrossHair diffbehavior", out)
+    assert seconds is not None, out
+    assert int(seconds.group(1)) <= wall < 20 * 0.6 + 10, (out, wall)
+    assert report["crosshair_seconds"] <= report["seconds"] <= wall
+    assert report["crosshair_seconds"] < 2.0  # it returned at once; the budget said about 10 s
+
+
+def test_two_versions_with_the_same_bug_and_no_difference_are_the_same(tmp_path, capsys):
+    bug = f"{BUGGY / 'admits_one_too_many.py'}:schedule"
+    code, report = diff(tmp_path, bug, bug, "--examples", "60", "--budget", "12")
+    assert code == 0 and report["verdict"] == "no difference", capsys.readouterr().out

@@ -112,7 +112,7 @@ def test_failing_run_prints_the_report_and_writes_json(tmp_path, isolated, capsy
     assert any(line.startswith("expected slot0") for line in lines)
     assert any(line.startswith("         slot1") for line in lines)  # the actual schedule uses a second slot
     data = json.loads(report.read_text())
-    assert set(data) == {"verdict", "target", "seconds", "counterexamples", "checks"}
+    assert set(data) == {"verdict", "target", "seconds", "counterexamples", "checks", "calls", "bounds", "statistics"}
     assert data["verdict"] == "fail" and data["target"] == SLOT_BUG
     stopped = [c for c in data["checks"] if not c["finished"]]
     assert stopped and all(c["stopped"] == "counterexample" for c in stopped)  # the first find ended them
@@ -350,3 +350,29 @@ def test_an_internal_error_in_a_subprocess_run_has_no_traceback_on_the_terminal(
     assert run.returncode == 2, run.stdout + run.stderr
     assert "Traceback" not in run.stdout + run.stderr
     assert run.stderr.count("\n") == 1 and "schedcheck: internal error: ZeroDivisionError" in run.stderr
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--invariant", "slot_bound"], "only --engine crosshair can focus on named invariants"),
+        (["--invariant", "slot_bound", "--engine", "all"], "only --engine crosshair can focus on named invariants"),
+        (["--invariant", "input_unchanged", "--engine", "crosshair"], "CrossHair has no contract of it on our impl"),
+        (["--invariant", "matches_reference", "--engine", "crosshair"], "CrossHair has no contract of it on our impl"),
+        (["--invariant", "slot_bound", "--engine", "crosshair", f"{BUGGY / 'admits_one_too_many.py'}:schedule"],
+         "no contract of it on a target other than our impl (it has: validation)"),
+        (["--invariant", "no_such_rule", "--engine", "crosshair"], "not an invariant of the chapter model"),
+    ],
+)
+def test_invariant_is_rejected_in_one_line_where_it_cannot_focus(args, message, tmp_path):
+    run = run_cli("verify", *args, "--budget", "5", "--db", "none", "--save-dir", str(tmp_path / "saved"))
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert run.stdout == "" and run.stderr.count("\n") == 1 and message in run.stderr, run.stderr
+
+
+def test_the_invariant_names_come_from_the_registry():
+    import spec
+    from proofs.cli.verify import crosshair_focus
+
+    assert set(crosshair_focus(True)) == {inv.name for inv in spec.STATE_INVARIANTS} | {"validation"}
+    assert crosshair_focus(False) == ["validation"]
+    help_text = run_cli("verify", "--help").stdout
+    assert all(name in " ".join(help_text.split()) for name in crosshair_focus(True))

@@ -108,28 +108,43 @@ def _compare(old: Target, new: Target, args, started: float, model) -> int:
         )
         found = search.run()
         left = deadline - time.monotonic()
-        symbolic_seconds = 0.0
-        if found is None and left > 2.0 and model.name == "chapter":  # diffbehavior knows the chapter's call only
+        symbolic_seconds = 0.0  # measured, not budgeted
+        undecided = found is None or found.classification == "fix"  # a fix stands only if NEW breaks nothing
+        if undecided and left > 2.0 and model.name == "chapter":  # diffbehavior knows the chapter's call only
             from proofs.symbolic.diff import crosshair_differences
 
             search.deadline = deadline
-            symbolic_seconds = 0.8 * left
-            for call in crosshair_differences(old, new, seconds=symbolic_seconds):
-                found = search.classify_call(call, "crosshair")
-                if found is not None:
+            symbolic_started = time.monotonic()
+            try:
+                calls = crosshair_differences(old, new, seconds=0.8 * left)
+            finally:
+                symbolic_seconds = time.monotonic() - symbolic_started
+            for call in calls:
+                other = search.classify_call(call, "crosshair")
+                if other is None:
+                    continue
+                if found is None or other.classification != "fix":
+                    search.differences.insert(0, other)
+                    found = other
                     break
     if found is None:
         line = f"SAME {old.text} and {new.text}: no difference in {search.calls_tried} calls"
+        covered = search.bounds.describe()
+        line += f" ({covered})" if covered else ""
         if symbolic_seconds:
             line += f", nor in {symbolic_seconds:.0f} s of CrossHair diffbehavior"
         if search.unfinished:  # nothing differed in what ran, but not everything planned ran: never a pass
             line = f"INCOMPLETE {line} (the budget ran out during {', '.join(search.unfinished)}; incomplete is not a pass)"
         print(line)
     else:
-        print("\n".join(format_difference(found, model)))
+        shown = [found] + [d for d in search.differences if d is not found]
+        print("\n\n".join("\n".join(format_difference(d, model)) for d in shown))
+        if found.classification == "fix":
+            print(f"\nNEW broke no invariant in the {search.calls_tried} calls searched")
     if args.json or args.junit or args.sarif:
         report = _write_json(args.json, old.text, new.text, time.monotonic() - started, found, model,
-                             unfinished=search.unfinished if found is None else ())
+                             [d for d in search.differences if d is not found], search.calls_tried, symbolic_seconds,
+                             search.bounds, unfinished=search.unfinished if found is None else ())
         ci_reports.write_outputs(args, "diff", report, new.text)
     if found is None and search.unfinished:
         return 2
@@ -158,19 +173,20 @@ def format_difference(found: Difference, model=None) -> list[str]:
 
 
 
-def _write_json(path: str | None, old: str, new: str, seconds: float, found: Difference | None,
-                model=None, unfinished=()) -> dict:
+def _write_json(path: str | None, old: str, new: str, seconds: float, found: Difference | None, model=None,
+                others=(), calls: int | None = None, symbolic_seconds: float = 0.0, bounds=None,
+                unfinished=()) -> dict:
     model = model or models.get()
     differences = []
-    if found is not None:
-        cex = Counterexample("", found.engine, "conformance", tuple(found.call), "", model=model.name).to_json()
+    for each in [found] * (found is not None) + list(others):
+        cex = Counterexample("", each.engine, "conformance", tuple(each.call), "", model=model.name).to_json()
         differences.append({
-            "classification": found.classification,
-            "engine": found.engine,
+            "classification": each.classification,
+            "engine": each.engine,
             "input": cex["input"],
             "input_repr": cex["input_repr"],
-            "old": {"behaviour": found.old.describe(), "broken": found.old.broken},
-            "new": {"behaviour": found.new.describe(), "broken": found.new.broken},
+            "old": {"behaviour": each.old.describe(), "broken": each.old.broken},
+            "new": {"behaviour": each.new.describe(), "broken": each.new.broken},
         })
     report = {
         "verdict": ("incomplete" if unfinished else "no difference") if found is None else found.classification,
@@ -179,6 +195,10 @@ def _write_json(path: str | None, old: str, new: str, seconds: float, found: Dif
         "seconds": round(seconds, 3),
         "differences": differences,
     }
+    if calls is not None:
+        report |= {"calls": calls, "crosshair_seconds": round(symbolic_seconds, 3)}
+    if bounds is not None:
+        report["bounds"] = bounds.to_json()
     if model.name != models.DEFAULT:
         report |= {"model": model.name, "policy": model.policy}
     if unfinished:

@@ -96,9 +96,9 @@ def add_parsers(commands) -> None:
     verify.add_argument("--all", action="store_true", help="go on after the first counterexample")
     verify.add_argument(
         "--invariant", action="append", metavar="NAME",
-        choices=[inv.name for inv in spec.STATE_INVARIANTS] + ["validation"],
-        help="crosshair on our impl: check only these invariants' contracts (repeatable), "
-        "so each gets more of the budget",
+        help="--engine crosshair only: check only the contracts of these invariants of the registry (repeatable), "
+        "so each gets more of the budget; on our impl: " + ", ".join(crosshair_focus(True)) + "; on another target: "
+        + ", ".join(crosshair_focus(False)) + ". Rejected elsewhere: the hypothesis engine judges every invariant",
     )
     verify.add_argument(
         "--backend", choices=("hypothesis", "crosshair"), default="hypothesis",
@@ -131,6 +131,29 @@ def add_parsers(commands) -> None:
 def _fail_usage(message: str) -> int:
     print(f"schedcheck: error: {message}", file=sys.stderr)
     return 2
+
+
+def crosshair_focus(ours: bool) -> list[str]:
+    """The registry's invariants that CrossHair has contracts of: on our impl its step's state invariants and validation, else validation."""
+    state = {inv.name for inv in spec.STATE_INVARIANTS} if ours else set()
+    return [name for name in spec.NAMES if name in state or name == "validation"]
+
+
+def _focus_problem(names: list[str], engine: str, model, ours: bool) -> str | None:
+    """Why ``--invariant names`` cannot focus this run (one line), or None when every name has contracts to check."""
+    unknown = [name for name in names if name not in model.names]
+    if unknown:
+        return f"--invariant {unknown[0]!r}: not an invariant of the {model.name} model (one of: {', '.join(model.names)})"
+    if engine != "crosshair":
+        return (f"--invariant {names[0]}: only --engine crosshair can focus on named invariants; --engine {engine} "
+                "runs the hypothesis engine, which judges every invariant on every call (drop --invariant, or use "
+                "--engine crosshair)")
+    focus = crosshair_focus(ours)
+    missing = [name for name in names if name not in focus]
+    if missing:
+        where = "our impl" if ours else "a target other than our impl"
+        return f"--invariant {missing[0]}: CrossHair has no contract of it on {where} (it has: {', '.join(focus)})"
+    return None
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -177,6 +200,10 @@ def run_verify(args: argparse.Namespace) -> int:
     except TargetError as error:
         return _fail_usage(str(error))
     ours = target.text == model.default_target  # our own impl: its online scheduler gets the stateful test too
+    if args.invariant:
+        problem = _focus_problem(args.invariant, args.engine, model, ours)
+        if problem:
+            return _fail_usage(problem)
     only = None
     if online:
         from proofs.models.online import CHECKS as only
@@ -185,6 +212,7 @@ def run_verify(args: argparse.Namespace) -> int:
     hypothesis_deadline = started + args.budget / 2 if args.engine == "all" else deadline
     progress = Progress(hypothesis_deadline)
     found, calls, unfinished, contracts, checks, flaky = [], 0, [], [], None, []
+    bounds, statistics = None, {}  # measured over the calls the Hypothesis engine made
     try:
         isolated = args.backend == "hypothesis"
         with (TargetProcess(target, call_seconds=args.call_timeout, shape=model.shape,
@@ -209,6 +237,7 @@ def run_verify(args: argparse.Namespace) -> int:
                     found += merged.found
                     calls, unfinished, checks = merged.calls, merged.unfinished, list(merged.checks)
                     flaky = list(merged.flaky)
+                    bounds, statistics = merged.bounds, merged.statistics
                 else:
                     search = Search(
                         process, hypothesis_deadline, find_all=args.all, database=database,
@@ -217,6 +246,7 @@ def run_verify(args: argparse.Namespace) -> int:
                     found += [(f.counterexample, f.actual) for f in search.run(stateful=ours or online, only=only)]
                     calls, unfinished, checks = search.calls_tried, search.unfinished, list(search.checks)
                     flaky = list(search.flaky)
+                    bounds, statistics = search.bounds, search.statistics
             if args.engine in ("crosshair", "all") and (args.all or not found):
                 from proofs.symbolic.bridge import run_contracts, to_counterexamples
                 from proofs.search.engine import Search
@@ -255,7 +285,8 @@ def run_verify(args: argparse.Namespace) -> int:
         print(f"flaky {entry['invariant']} (size {entry['size']}): {entry['message']}; not counted")
         print(f"  {entry['input_repr']}")
         print()
-    line = summary_line(verdict, target.text, len(found), calls)
+    engine = "hypothesis+crosshair" if args.engine == "all" else args.engine
+    line = summary_line(verdict, target.text, len(found), calls, engine, bounds)
     if contracts:
         counts = {o: sum(c["outcome"] == o for c in contracts) for o in OUTCOMES}
         line += f"; crosshair: {len(contracts)} contracts (" + ", ".join(
@@ -283,7 +314,7 @@ def run_verify(args: argparse.Namespace) -> int:
     print(line)
     if args.json or args.junit or args.sarif:
         report = _write_json(args.json, verdict, target.text, time.monotonic() - started, [cex for cex, _ in found],
-                             contracts, checks, needed, model, flaky)
+                             contracts, checks, needed, model, flaky, coverage(calls, bounds, statistics))
         ci_reports.write_outputs(args, "verify", report, target.text)
     return exit_code(verdict)
 
@@ -311,14 +342,24 @@ def check_lines(checks) -> list[str]:
     return lines
 
 
+def coverage(calls: int, bounds, statistics: dict) -> dict:
+    """What the search covered, measured: calls made, the ranges of the valid ones, and per check the cases drawn."""
+    if not calls and bounds is None:
+        return {}
+    covered = {"calls": calls, "bounds": bounds.to_json() if bounds is not None else {}}
+    covered["statistics"] = {check: dict(sorted(counter.items())) for check, counter in sorted(statistics.items())}
+    return covered
+
+
 def _write_json(path: str | None, verdict: str, target: str, seconds: float, counterexamples, contracts=(),
-                checks=None, budget_to_finish=None, model=None, flaky=()) -> dict:
+                checks=None, budget_to_finish=None, model=None, flaky=(), covered: dict | None = None) -> dict:
     report = {
         "verdict": verdict,
         "target": target,
         "seconds": round(seconds, 3),
         "counterexamples": [cex.to_json() for cex in counterexamples],
     }
+    report |= covered or {}
     if model is not None and model.name != models.DEFAULT:
         report |= {"model": model.name, "policy": model.policy}
     if checks is not None:

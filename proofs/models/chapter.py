@@ -56,6 +56,14 @@ class ChapterModel:
     def bad_calls(self) -> list:
         return strategies.bad_calls()
 
+    def features(self, call) -> list[str]:
+        """The interesting cases a valid call falls in (long idle gaps, huge arrivals, ids spread wide, ...)."""
+        return strategies.features(call)
+
+    def new_bounds(self):
+        """An empty record of the ranges of the calls made (jobs, slots, arrivals, tokens, ids)."""
+        return strategies.Bounds()
+
     def corrupted_calls(self):
         return strategies.corrupted_calls()
 
@@ -64,9 +72,9 @@ class ChapterModel:
         jobs, slots, continuous = call
         runs = {policy: spec.run(jobs, slots, policy) for policy in (False, True)}
         arrivals = [job["arrival"] for job in jobs]
-        hypothesis_target(float(len(jobs)), label="jobs")
+        hypothesis_target(float(min(len(jobs), strategies.MAX_JOBS)), label="jobs")  # large inputs come at their own rate
         hypothesis_target(float(len(arrivals) - len(set(arrivals))), label="arrival ties")
-        hypothesis_target(float(sum(job["wait"] for job in runs[False]["completed"])), label="queueing")
+        hypothesis_target(sum(job["wait"] for job in runs[False]["completed"]) / max(1, len(jobs)), label="queueing")
         hypothesis_target(runs[True]["utilization"] - runs[False]["utilization"], label="policy gap")
         return runs[continuous]
 

@@ -54,6 +54,16 @@ class ServingModel:
 
     # -- search --------------------------------------------------------------------------
 
+    def features(self, call) -> list[str]:
+        """The interesting cases a valid call falls in (long idle gaps, aborts, tight budgets, ...)."""
+        return search.features(call)
+
+    def new_bounds(self):
+        """An empty record of the ranges of the calls made (requests, config numbers, arrivals, prompt, output)."""
+        from proofs.search.strategies import Bounds
+
+        return Bounds(search.measure, search.SHOWN)
+
     def valid_calls(self, max_jobs: int | None = None):
         if max_jobs is None:
             return search.valid_calls()

@@ -34,11 +34,15 @@ def drawable(call, result, model=None) -> bool:
     return (model or models.get()).drawable(call, result)
 
 
-def summary_line(verdict: str, target: str, found: int, examples: int) -> str:
-    """The last line of a verify run."""
+def summary_line(verdict: str, target: str, found: int, examples: int, engine: str = "hypothesis", bounds=None) -> str:
+    """The last line of a verify run; a PASS states the calls made and the ranges they covered (``bounds``, measured)."""
     if verdict == "pass":
-        tried = f" in {examples} calls" if examples else ""
-        return f"PASS {target}: no invariant broken{tried}"
+        line = f"PASS {target}  engine={engine}"
+        if examples:
+            line += f"  {examples} calls"
+            covered = bounds.describe() if bounds is not None else ""
+            line += f"; {covered}" if covered else ""
+        return line
     if verdict == "fail":
         noun = "counterexample" if found == 1 else "counterexamples"
         return f"FAIL {target}: {found} {noun}"

@@ -44,9 +44,10 @@ import math
 import os
 import time
 from dataclasses import dataclass
+from collections import Counter
 from typing import Callable, NamedTuple
 
-from hypothesis import HealthCheck, Verbosity, given, settings
+from hypothesis import HealthCheck, Verbosity, event, given, settings
 from hypothesis import strategies as st
 
 from proofs import models
@@ -169,6 +170,8 @@ class Search:
         self._account = CheckAccount("none", 0)  # the account of the check now running
         self.flaky: list[dict] = []  # failures seen once that did not reproduce: not counterexamples
         self._history: list = []  # the calls the failing call's process had answered before it
+        self.bounds = self.model.new_bounds()  # the ranges of the valid calls actually made (every PASS line states them)
+        self.statistics: dict[str, Counter] = {}  # per check: how often each interesting case was drawn
 
     # -- the run ---------------------------------------------------------------------
 
@@ -241,6 +244,7 @@ class Search:
 
     def _valid(self, call, seconds: float | None = None, reference: dict | None = None) -> list[Finding]:
         self.calls_tried += 1
+        self.bounds.add(call)
         outcome = self.process.call(*copy.deepcopy(call), seconds=seconds)
         return judge_valid_call(outcome, *call, reference=reference, model=self.model)
 
@@ -254,6 +258,7 @@ class Search:
 
     def _repeated(self, call) -> list[Finding]:
         self.calls_tried += 7
+        self.bounds.add(call)
         return judge_repeated_call(self.process, copy.deepcopy(call), self.model)
 
     # -- the checks --------------------------------------------------------------------
@@ -465,8 +470,18 @@ class Search:
             return call, None
         return small, findings[0]
 
+    def _count(self, check: str, call) -> None:
+        """Record the interesting cases a drawn valid call falls in, as Hypothesis events and in ``statistics``."""
+        counter = self.statistics.setdefault(check, Counter())
+        counter["drawn"] += 1
+        if not self.model.is_valid(*call):
+            return
+        for name in self.model.features(call):
+            event(name)
+            counter[name] += 1
+
     def _search(self, check: str, strategy, judge, minimize, rule: str = "", per_example: int = 1,
-                replay_as: str | None = None) -> bool:
+                replay_as: str | None = None, drawn=None) -> bool:
         """Run one Hypothesis search until it fails, runs out of examples or of time;
         True when its last round ran every example it planned (``check`` names its example count)."""
         account = self._account
@@ -491,6 +506,7 @@ class Search:
                     stop(BudgetExhausted)
                 if state["call"] is None:
                     account.tried += per_example
+                self._count(check, drawn(call) if drawn else call)
                 findings = [f for f in judge(call) if f.invariant not in ignore]
                 self.progress(check, self.calls_tried)
                 if state["locked"] is not None:

@@ -21,8 +21,8 @@ Call = tuple  # (jobs, slots, continuous)
 
 
 def size_key(call: Call) -> tuple:
-    """How big a valid call looks to a reader: jobs, then slots, tokens, arrivals, ids."""
-    jobs, slots, _ = call
+    """How big a valid call looks to a reader: jobs, then slots, tokens, arrivals, ids, then static before continuous."""
+    jobs, slots, continuous = call
     return (
         len(jobs),
         slots,
@@ -30,6 +30,7 @@ def size_key(call: Call) -> tuple:
         sum(job["arrival"] for job in jobs),
         sum(abs(job["id"]) for job in jobs),
         [job["id"] for job in jobs],
+        continuous,
     )
 
 
@@ -111,8 +112,12 @@ def minimize_valid_call(call: Call, fails: Callable[[Call], bool], seconds: floa
     changed = True
     while changed and time.monotonic() < deadline:
         before = best
-        # fewer jobs: halves first, then one at a time from the end
-        for chunk in (len(best[0]) // 2, 1):
+        # fewer jobs: halves first, then quarters and so on (a large input shrinks in
+        # a few dozen probes), then one at a time from the end
+        chunks = [len(best[0]) // 2]
+        while chunks[-1] > 1:
+            chunks.append(chunks[-1] // 2)
+        for chunk in chunks if len(best[0]) > 8 else (len(best[0]) // 2, 1):
             index = len(best[0]) - chunk
             while chunk and index >= 0:
                 attempt(with_jobs(best[0][:index] + best[0][index + chunk :]))
@@ -151,6 +156,8 @@ def minimize_valid_call(call: Call, fails: Callable[[Call], bool], seconds: floa
             jobs[index], jobs[index + 1] = jobs[index + 1], jobs[index]
             if attempt(with_jobs(jobs)):
                 break
+        if best[2] is True:
+            attempt((best[0], best[1], False))
         # smaller slots
         smallest(best[1], 1, lambda s: attempt((best[0], s, best[2])))
         # smaller tokens, then earlier arrivals, job by job

@@ -39,6 +39,8 @@ class Merged(NamedTuple):
     unfinished: list
     checks: list = []  # one proofs.search.engine.CheckAccount per check, in check order
     flaky: list = []  # failures seen once that did not reproduce (proofs.search.engine.Search.flaky)
+    bounds: object = None  # strategies.Bounds merged over every worker's calls
+    statistics: dict = {}  # per check: how often each interesting case was drawn
 
 
 class _Task(NamedTuple):
@@ -92,7 +94,7 @@ def run_parallel(
     replay = _run_task(_Task(-1, "replay", target, deadline, stateful, find_all, db, saved_dir,
                              call_seconds, seed, examples, *named), database=database)
     if replay[1] and not find_all:
-        return Merged(replay[1], replay[2], [], list(replay[5]), list(replay[6]))
+        return Merged(replay[1], replay[2], [], list(replay[5]), list(replay[6]), replay[7], dict(replay[8]))
 
     checks = plan(stateful)
     context = multiprocessing.get_context("fork")  # shared with the sandbox's forked children
@@ -130,12 +132,17 @@ def run_parallel(
     results = [by_index[index] for index in sorted(by_index)]
     found, calls, unfinished, accounts = list(replay[1]), replay[2], [], list(replay[5])
     flaky = list(replay[6])
+    bounds, statistics = replay[7], dict(replay[8])
     from proofs.search.engine import CheckAccount
 
     for result in results:
-        index, found_here, calls_here, unfinished_here, cancelled, accounts_here, flaky_here = result
+        index, found_here, calls_here, unfinished_here, cancelled, accounts_here, flaky_here = result[:7]
         calls += calls_here
         flaky += flaky_here
+        if result[7] is not None:
+            bounds.merge(result[7])
+        for check, counter in result[8].items():
+            statistics[check] = statistics.get(check, type(counter)()) + counter
         if cancelled:
             accounts += [CheckAccount(a.check, a.planned, a.tried, False, a.seconds, "counterexample") for a in accounts_here]
             continue
@@ -148,7 +155,7 @@ def run_parallel(
             unfinished.append(check)
     if not find_all:
         found = found[:1]
-    return Merged(found, calls, unfinished, accounts, flaky)
+    return Merged(found, calls, unfinished, accounts, flaky, bounds, statistics)
 
 
 def _worker(task: _Task, first_found, warned):
@@ -178,7 +185,7 @@ def _run_task(task: _Task, database=None):
 
     first_found = _shared.get("first_found")
     if first_found is not None and not task.find_all and first_found.value < task.index:
-        return task.index, [], 0, [], True, []  # an earlier check has already found one
+        return task.index, [], 0, [], True, [], [], None, {}  # an earlier check has already found one
     if database is None:
         database = open_database(task.db, warn=_warn_once)
     cancelled = {"now": False}
@@ -201,4 +208,4 @@ def _run_task(task: _Task, database=None):
             first_found.value = min(first_found.value, task.index)
     pairs = [(f.counterexample, f.actual) for f in found]
     return (task.index, pairs, search.calls_tried, list(search.unfinished), cancelled["now"], list(search.checks),
-            list(search.flaky))
+            list(search.flaky), search.bounds, search.statistics)

@@ -157,6 +157,52 @@ def _any_calls(draw, max_requests: int = MAX_REQUESTS, many: bool = True):
     return requests, config
 
 
+def measure(call: Call) -> dict:
+    """The sizes of one valid call: ``{field: (low, high)}`` for requests, max_seqs, arrivals, prompt, output, ids."""
+    requests, config = call
+    sizes = {"requests": (len(requests), len(requests)), "max_seqs": (config["max_seqs"], config["max_seqs"]),
+             "token_budget": (config["token_budget"], config["token_budget"]),
+             "num_blocks": (config["num_blocks"], config["num_blocks"])}
+    for field, key in (("arrivals", "arrival"), ("prompt", "prompt"), ("output", "output"), ("ids", "id")):
+        values = [request[key] for request in requests]
+        if values:
+            sizes[field] = (min(values), max(values))
+    return sizes
+
+
+SHOWN = ("requests", "max_seqs", "token_budget", "num_blocks", "arrivals", "prompt", "output")
+
+
+def features(call: Call) -> list[str]:
+    """The interesting cases a valid call falls in, each named as the engine's statistics show it."""
+    requests, config = call
+    n = len(requests)
+    named = ["chunked prefill" if config["chunked_prefill"] else "no chunking",
+             "no requests" if n == 0 else "1 request" if n == 1 else f"2-{MAX_REQUESTS} requests" if n <= MAX_REQUESTS
+             else f"{MAX_REQUESTS + 1}+ requests"]
+    if not requests:
+        return named
+    arrivals = sorted(r["arrival"] for r in requests)
+    ids = [r["id"] for r in requests]
+    if len(set(arrivals)) < n:
+        named.append("same-tick arrivals")
+    if any(b - a >= 2**32 for a, b in zip(arrivals, arrivals[1:])):
+        named.append("idle gap >= 2**32")
+    if arrivals[-1] >= 2**32:
+        named.append("arrival >= 2**32")
+    if min(ids) < 0:
+        named.append("negative id")
+    if any(abs(i) >= 2**63 for i in ids):
+        named.append("id beyond 64 bits")
+    if any("abort" in r for r in requests):
+        named.append("aborts")
+    if config["token_budget"] == 1:
+        named.append("token budget 1")
+    if config["max_seqs"] == 1:
+        named.append("one sequence")
+    return named
+
+
 def _request(request_id=0, arrival=0, prompt=1, output=1, **override):
     request = {"id": request_id, "arrival": arrival, "prompt": prompt, "output": output}
     request.update(override)
