@@ -287,7 +287,7 @@ def test_a_harness_bug_in_the_worker_is_a_harness_error(tmp_path, monkeypatch):
     path = tmp_path / "target.py"
     path.write_text(textwrap.dedent(TARGET))
 
-    def broken(function, request):
+    def broken(function, request, *rest):
         raise RuntimeError("a bug of the worker loop")
 
     monkeypatch.setattr(sandbox, "_answer", broken)  # forked after this: the child has the bug

@@ -260,7 +260,7 @@ def test_non_json_inputs_have_null_input_and_a_python_repr():
 
 def test_crosshair_can_focus_on_named_invariants(tmp_path, isolated, capsys):
     report = tmp_path / "r.json"
-    code = main(["verify", "--engine", "crosshair", "--invariant", "slot_bound", "--budget", "8", "--json", str(report), *isolated])
+    code = main(["verify", "--engine", "crosshair", "--invariant", "slot_bound", "--budget", "20", "--json", str(report), *isolated])
     data = json.loads(report.read_text())
     assert code == 0, capsys.readouterr().out
     assert {(c["name"], c["subject"]) for c in data["contracts"]} == {

@@ -83,7 +83,7 @@ def describe_change(before: tuple, after: tuple | None, names: tuple) -> str:
                 ids = [item.get("id") if isinstance(item, dict) else None for item in old_arg]
                 new_ids = [item.get("id") if isinstance(item, dict) else None for item in new_arg]
                 if sorted(map(repr, ids)) == sorted(map(repr, new_ids)) and ids != new_ids:
-                    line += f" (reordered: ids {_short(ids)} became {_short(new_ids)})"
+                    line += f" (the {name} were reordered: ids {_short(ids)} became {_short(new_ids)})"
                 return line
     return f"the call modified the caller's {names[0]}: a value changed in place (its repr did not)"
 
