@@ -148,15 +148,19 @@ def _is_subsequence(part: list, whole: list) -> bool:
     return all(i >= 0 for i in indices) and indices == sorted(indices)
 
 
-class _Replay:
-    """One pass over the trace; ``found`` maps each invariant to its earliest Violation."""
+class Replay:
+    """The incremental replay: feed it one Tick at a time (``tick``), then ``end`` (or ``close``, for a whole result).
 
-    def __init__(self, obs: Observation):
-        self.obs = obs
-        self.config = obs.config
-        self.fcfs = obs.policy == "fcfs"
+    ``found`` maps each invariant to its earliest Violation; ``first_tick_found`` is the
+    tick of the entry during which the first one was found.  Its memory is bounded by
+    the requests, never by the trace: it keeps no entry once replayed.  The whole-result
+    oracle (``replay``) and ``schedcheck trace`` (a stream of entries) both drive it."""
+
+    def __init__(self, requests, config, policy: str = "fcfs"):
+        self.config = config
+        self.fcfs = policy == "fcfs"
         self.found: dict[str, Violation] = {}
-        ordered = sorted(obs.requests, key=fcfs_key)
+        ordered = sorted(requests, key=fcfs_key)
         self.of = {request.id: _Request(request) for request in ordered}
         self.waiting = _Order(request.id for request in ordered)
         self.running = _Order()
@@ -755,20 +759,25 @@ class _Replay:
 
     # --- after the last tick -----------------------------------------------------
 
-    def close(self) -> None:
+    def end(self) -> None:
+        """The end-of-trace claims: every abort happened, every request finished or was aborted."""
         self.overdue_aborts(math.inf)
-        for request_id, r in self.of.items():
-            if r.status in (WAITING, RUNNING):
-                self.report(
-                    "every_job_completes_once",
-                    f"request {request_id} is still {r.status} after the last tick: it never finishes nor is aborted",
-                    tick=self.previous_tick, ids=[request_id],
-                )
-        self.check_records()
-        self.check_totals()
+        live = list(self.waiting.after) + list(self.running.after)
+        for request_id in sorted(live, key=lambda i: fcfs_key(self.of[i].request)):
+            r = self.of[request_id]
+            self.report(
+                "every_job_completes_once",
+                f"request {request_id} is still {r.status} after the last tick: it never finishes nor is aborted",
+                tick=self.previous_tick, ids=[request_id],
+            )
 
-    def check_records(self) -> None:
-        records = self.obs.records
+    def close(self, records: list, result: dict) -> None:
+        """``end``, then the result's per-request records and totals against what the trace says."""
+        self.end()
+        self.check_records(records)
+        self.check_totals(result)
+
+    def check_records(self, records: list) -> None:
         listed = Counter(record["id"] for record in records)
         for request_id in self.of:
             if listed[request_id] != 1:
@@ -837,8 +846,7 @@ class _Replay:
                         ids=[request_id], expected=value, actual=record[field],
                     )
 
-    def check_totals(self) -> None:
-        result = self.obs.result
+    def check_totals(self, result: dict) -> None:
         ledger = {
             "computed_tokens": self.computed,
             "useful_tokens": self.useful,
@@ -881,8 +889,8 @@ class _Replay:
 
 def replay(obs: Observation) -> dict[str, Violation]:
     """Replay the result's trace once and return each broken invariant's earliest Violation."""
-    state = _Replay(obs)
+    state = Replay(obs.requests, obs.config, obs.policy)
     for entry in obs.trace:
         state.tick(entry)
-    state.close()
+    state.close(obs.records, obs.result)
     return state.found
