@@ -92,8 +92,9 @@ def _pairs(value: Any, known: set, what: str, second: str) -> list | Violation:
     return out
 
 
-def _tick(index: int, entry: Any, known: set) -> Tick | Violation:
-    where = f"trace[{index}]"
+def read_entry(index: int, entry: Any, known: set, where: str | None = None) -> Tick | Violation:
+    """One trace entry as a Tick, or the ``well_typed`` Violation naming ``where`` (default ``trace[index]``)."""
+    where = f"trace[{index}]" if where is None else where
     if not isinstance(entry, dict):
         return type_error(where, entry, "a dict with keys " + ", ".join(ENTRY_KEYS))
     for key in ENTRY_KEYS:
@@ -161,7 +162,7 @@ def observe(requests: tuple[Request, ...], config: Config, result: Any, policy: 
     known = {request.id for request in requests}
     ticks = []
     for index, entry in enumerate(trace):
-        parsed = _tick(index, entry, known)
+        parsed = read_entry(index, entry, known)
         if isinstance(parsed, Violation):
             return parsed
         ticks.append(parsed)
