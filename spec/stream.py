@@ -188,14 +188,14 @@ class Replay:
             )
 
     def end(self) -> None:
-        """The end-of-trace claims: every job was served exactly its tokens, so each finished once."""
+        """The end-of-trace claims, at the trace's last tick: every job was served its tokens, so each finished once."""
         for job_id in self.order:
             job = self.job[job_id]
             served = self.count.get(job_id, 0)
             if served < job.tokens:
                 self.report(
                     "work_conservation", f"job {job_id} needs {job.tokens} tokens but is served {served} times",
-                    tick=self.last.get(job_id), job=job_id, expected=job.tokens, actual=served,
+                    tick=self.previous, job=job_id, expected=job.tokens, actual=served,
                 )
                 self.report(
                     "every_job_completes_once",
