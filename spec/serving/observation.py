@@ -55,6 +55,8 @@ def _int(value: Any) -> bool:
 def _ids(value: Any, known: set, what: str) -> list | Violation:
     if not isinstance(value, _LISTS):
         return type_error(what, value, "a list of request ids")
+    if type(value) is list and all(type(item) is int and item in known for item in value):
+        return value  # the common case: an exact list of known int ids
     out = []
     for position, item in enumerate(value):
         if not _int(item):
@@ -70,7 +72,19 @@ def _pairs(value: Any, known: set, what: str, second: str) -> list | Violation:
     if not isinstance(value, _LISTS):
         return type_error(what, value, f"a list of [id, {second}] pairs")
     out = []
+    blocks = second != "n"
     for position, pair in enumerate(value):
+        # the common case first: an exact [int id, int] or [int id, [int, ...]] pair of a known request
+        if type(pair) is list and len(pair) == 2:
+            request_id, other = pair
+            if type(request_id) is int and request_id in known:
+                if not blocks:
+                    if type(other) is int:
+                        out.append((request_id, other))
+                        continue
+                elif type(other) is list and all(type(block) is int for block in other):
+                    out.append((request_id, other))
+                    continue
         where = f"{what}[{position}]"
         if not isinstance(pair, _LISTS) or len(pair) != 2:
             return type_error(where, pair, f"an [id, {second}] pair")

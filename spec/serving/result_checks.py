@@ -119,7 +119,7 @@ class _Request:
     """What the trace implies about one request so far."""
 
     __slots__ = (
-        "request", "status", "cached", "generated", "held", "total", "start", "first_token",
+        "request", "status", "cached", "generated", "known", "held", "total", "start", "first_token",
         "preemptions", "finish", "aborted_at", "overdue",
     )
 
@@ -128,6 +128,7 @@ class _Request:
         self.status = WAITING
         self.cached = 0
         self.generated = 0
+        self.known = request.prompt  # prompt + generated, kept up to date with generated
         self.held: dict = {}  # block id -> None, in the order taken
         self.total = 0
         self.start = None
@@ -136,10 +137,6 @@ class _Request:
         self.finish = None
         self.aborted_at = None
         self.overdue = False
-
-    @property
-    def known(self) -> int:
-        return self.request.prompt + self.generated
 
 
 def _is_subsequence(part: list, whole: list) -> bool:
@@ -545,8 +542,9 @@ class Replay:
         """Step 6: cached tokens grow, output tokens are generated; returns the requests that got their last one."""
         t = entry.tick
         done_now = []
+        of = self.of
         for request_id, n in entry.scheduled:
-            r = self.of[request_id]
+            r = of[request_id]
             r.total += n
             self.computed += n
             if r.status != RUNNING or n < 1:
@@ -562,6 +560,7 @@ class Replay:
                 )
             if r.cached >= known:
                 r.generated += 1
+                r.known += 1
                 if r.first_token is None:
                     r.first_token = t + 1
                 if r.generated > r.request.output:
@@ -624,10 +623,11 @@ class Replay:
         """kv_exact after the tick, for every request it touched: running ones hold ceil(cached / block_size)."""
         t, size = entry.tick, self.config.block_size
         touched = [i for i, _ in entry.scheduled] + [i for i, _ in entry.allocated] + [i for i, _ in freed_other]
+        of = self.of
         for request_id in dict.fromkeys(touched):
-            r = self.of[request_id]
+            r = of[request_id]
             if r.status == RUNNING:
-                need = blocks_for(r.cached, size)
+                need = -(-r.cached // size)  # blocks_for(r.cached, size)
                 if len(r.held) != need:
                     self.report(
                         "kv_exact",
@@ -642,50 +642,58 @@ class Replay:
 
     def simulate_victims(self, steps: int) -> list:
         """The victims the running pass preempts from the replayed state (at most ``steps`` requests looked at)."""
-        config = self.config
-        budget = config.token_budget
+        config, of = self.config, self.of
+        after, before = self.running.after, self.running.before
+        budget, size = config.token_budget, config.block_size
         free = config.num_blocks - len(self.owner)
         victims = []
         current, end = self.running.first, self.running.last
         while current is not None and steps > 0:
             steps -= 1
-            r = self.of[current]
-            n = min(r.known - r.cached, budget)
+            r = of[current]
+            cached = r.cached
+            n = r.known - cached
+            if n > budget:
+                n = budget
             if n <= 0:
                 break
-            extra = blocks_for(r.cached + n, config.block_size) - len(r.held)
+            extra = -(-(cached + n) // size) - len(r.held)  # blocks_for(cached + n) - held
             self_preempted = False
             while free < extra:
                 victims.append(end)
-                free += len(self.of[end].held)
+                free += len(of[end].held)
                 if end == current:
                     self_preempted = True
                     break
-                end = self.running.before[end]
+                end = before[end]
             if self_preempted:
                 break
-            free -= max(extra, 0)
+            if extra > 0:
+                free -= extra
             budget -= n
             if current == end:
                 break
-            current = self.running.after[current]
+            current = after[current]
         return victims
 
     def simulate_running(self, victims: set, steps: int) -> list:
         """The running pass's [(id, n)], greedy in running order, with the tick's victims as given."""
         budget = self.config.token_budget
+        of, after = self.of, self.running.after
         expected = []
         current = self.running.first
         while current is not None and steps > 0:
             if current not in victims:
                 steps -= 1
-                r = self.of[current]
-                n = min(r.known - r.cached, budget)
+                r = of[current]
+                n = r.known - r.cached
+                if n > budget:
+                    n = budget
                 if n <= 0:
                     break
                 expected.append((current, n))
                 budget -= n
-            current = self.running.after[current]
+            current = after[current]
         return expected
 
     def report_victims(self, t: int, expected: list, actual: list) -> None:
