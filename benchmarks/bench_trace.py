@@ -91,7 +91,8 @@ print(json.dumps(out))
 
 def child(mode: str, path: str, lib: str) -> dict:
     run = subprocess.run([sys.executable, "-c", CHILD, mode, path, lib], capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=os.getcwd()))
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                             [os.getcwd()] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])))
     if run.returncode != 0:
         raise SystemExit(f"child {mode} failed: {run.stderr}")
     return json.loads(run.stdout)

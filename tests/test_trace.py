@@ -250,18 +250,32 @@ def test_hand_broken_chapter_traces(tmp_path):
     assert check_file(chapter_file(tmp_path, jobs, 1, True, good)).verdict == "pass"
     assert good == [{"tick": 0, "served": [0]}, {"tick": 1, "served": [0]}, {"tick": 2, "served": [1]},
                     {"tick": 3, "served": [2]}]
-    lifo = [{"tick": 0, "served": [1]}, {"tick": 1, "served": [0]}, {"tick": 2, "served": [0]}, {"tick": 3, "served": [2]}]
+    def served_as(*lists):
+        return [{"tick": tick, "served": served} for tick, served in enumerate(lists)]
+
+    lifo = served_as([1], [0], [0], [2])
     cases = [
         (broken(good, 0, served=[0, 1]), "slot_bound", 0),
         (lifo, "fifo_order", 0),
         (good[:-1], "work_conservation", 2),  # at the end: the last tick
         (good + [{"tick": 9, "served": [2]}], "nonnegative_remaining", 9),
         ([dict(e, tick=e["tick"] + 1) for e in good], "continuous_backfills", 0),
+        (broken(good, 0, served=[0, 0]), "no_duplicate_active", 0),
+        (served_as([2], [0], [0], [1]), "no_start_before_arrival", 0),
+        (served_as([0], [1], [0], [2]), "no_preemption", 1),
+        (good[:3] + [{"tick": 5, "served": [2]}], "continuous_backfills", 3),  # job 2 waits while idle
     ]
     for trace, invariant, tick in cases:
         report = check_file(chapter_file(tmp_path, jobs, 1, True, trace))
         assert (report.violation.invariant, report.violation.tick) == (invariant, tick), (trace, report.violation)
     assert check_file(chapter_file(tmp_path, jobs, 1, True, lifo), policy="none").verdict == "pass"
+    late = check_file(chapter_file(tmp_path, jobs, 1, True, good[:3] + [{"tick": 5, "served": [2]}]), policy="none")
+    assert (late.violation.invariant, late.violation.tick) == ("termination", 5)  # max(arrival) 1 + 4 tokens
+    static = spec.run(jobs, 2, False)["trace"]
+    assert static == served_as([0, 1], [0], [2])
+    assert check_file(chapter_file(tmp_path, jobs, 2, False, static)).verdict == "pass"
+    joined = check_file(chapter_file(tmp_path, jobs, 2, False, served_as([0, 1], [0, 2])))
+    assert (joined.violation.invariant, joined.violation.tick) == ("static_batch_boundary", 1)
 
 
 def test_the_chapter_s_buggy_corpus_agrees_with_its_oracle(tmp_path):

@@ -50,7 +50,7 @@ def _read_json(path: str, what: str):
 def run_record(args: argparse.Namespace) -> int:
     from proofs.targets import TargetError, load_callable, parse_target
     from proofs.trace.files import header_of, write
-    from proofs.trace.record import drive, make_engine
+    from proofs.trace.record import make_engine, record
 
     if not (args.requests and args.config and args.output):
         return _error("--record needs --requests R.json, --config C.json and -o FILE.jsonl")
@@ -77,7 +77,7 @@ def run_record(args: argparse.Namespace) -> int:
         return _error(str(error))
     try:
         engine = make_engine(factory, model, config)
-        count = write(args.output, header_of(model, call), drive(engine, model, requests))
+        count = write(args.output, header_of(model, call), record(engine, model, requests, config))
     except OSError as error:
         return _error(f"-o {args.output!r}: {error.strerror or error}")
     except Exception as error:  # the target raised: a failing target, reported in one line

@@ -77,7 +77,7 @@ class _ServingStream:
         self.raw_config = header["config"]
         self.by_id = {r.id: r for r in self.requests}
         self.known = set(self.by_id)
-        self.replay = Replay(self.requests, self.config, policy)
+        self.replay = Replay(self.requests, self.config, policy, records=False)
         self.names = [inv.name for inv in serving.INVARIANTS]
 
     def entry(self, number: int, value) -> Violation | None:
@@ -200,6 +200,7 @@ def check_file(path: str, model: str | None = None, policy: str | None = None,
         if str(error).startswith("--policy"):
             raise
         raise TraceFileError(number, f"header outside the domain: {error}") from None
+    del header, value  # the stream keeps what it needs of the header in compact form
     window: collections.deque = collections.deque(maxlen=WINDOW)
     entries, last_tick, totals, totals_line = 0, None, None, None
     violation, line, also, held_before = None, None, (), 0

@@ -13,8 +13,11 @@ Bounds: it stops when every request has ended, when ``step`` returns None, or af
 ``max_steps`` steps (default: the latest arrival plus four times the work, so an
 engine that never ends still gives a finite trace, which the checker then judges).
 The target runs in this process (it is the user's own engine, not contained).
-Kept in one small loop (``drive``) so that it can later be unified with the online
-protocol driver.
+
+``record`` uses the online protocol driver (``proofs.online.driver``: ``drive`` and
+``drive_chapter``, which also stop at the first entry a correct engine could not have
+given) when this tree has it, and otherwise the one small loop here (``drive``), kept
+apart so that the lead can unify the two.
 """
 
 from __future__ import annotations
@@ -67,6 +70,17 @@ def drive(engine, model: str, requests: list, max_steps: int | None = None) -> I
                     live.discard(job_id)
         yield entry
         clock += 1
+
+
+def record(engine, model: str, requests: list, config: dict):
+    """The trace entries of ``engine`` on ``requests``: through ``proofs.online.driver`` when present, else ``drive``."""
+    try:
+        from proofs.online import driver
+    except ImportError:  # the online driver is not in this tree yet
+        return drive(engine, model, requests)
+    if model == "serving":
+        return driver.drive(engine, requests, config)["trace"]
+    return driver.drive_chapter(engine, requests, config["slots"], config["continuous"])["trace"]
 
 
 def make_engine(factory, model: str, config: dict):
