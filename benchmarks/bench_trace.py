@@ -5,8 +5,8 @@
 It records a trace of ``--ticks`` ticks from our online ``impl.ServingScheduler``
 (through ``proofs.trace.record.drive``, written line by line), with about 16 requests
 scheduled per tick: max_seqs 16, a steady stream of requests (prompt 24-40, output
-150-250) arriving a little faster than they finish, some aborted, a pool that
-sometimes runs short (preemptions).  Then, each in a fresh child process, median of
+150-250) arriving a little faster than they finish, 5% of them aborted, in a pool big
+enough that nothing is preempted (a healthy engine's common case).  Then, each in a fresh child process, median of
 ``--runs``: the time to read and parse every line with the JSON library alone, and
 the time of ``proofs.trace.check.check_file`` with the same library (FCFS policy and
 ``--policy none``); the checker's resident memory is sampled every 0.2 s, and the
@@ -112,17 +112,22 @@ def main(argv=None) -> int:
         made = generate(path, args.ticks)
         print(f"generated {path}: {made['entries']} entries, {made['requests']} requests, "
               f"{made['bytes'] / 1e6:.0f} MB in {made['seconds']:.0f} s", flush=True)
+    runs: dict = {(lib, mode): [] for lib in libs for mode in args.modes}
+    for _ in range(args.runs):  # interleaved, so that a change in the machine's load hits every figure alike
+        for lib in libs:
+            for mode in args.modes:
+                runs[lib, mode].append(child(mode, path, lib))
     for lib in libs:
         medians = {}
         for mode in args.modes:
-            runs = [child(mode, path, lib) for _ in range(args.runs)]
-            seconds = statistics.median(r["seconds"] for r in runs)
+            done = runs[lib, mode]
+            seconds = statistics.median(r["seconds"] for r in done)
             medians[mode] = seconds
-            last = runs[-1]
+            last = done[-1]
             extra = f"  {last['lines']} lines" if mode == "parse" else (
                 f"  verdict {last['verdict']} ({last['entries']} entries)  rss MB at 10/50/100%: "
                 f"{last['rss_10'] / 1e6:.0f} / {last['rss_50'] / 1e6:.0f} / {last['rss_100'] / 1e6:.0f}")
-            print(f"{lib:6} {mode:10} median {seconds:8.1f} s  runs {[round(r['seconds'], 1) for r in runs]}{extra}",
+            print(f"{lib:6} {mode:10} median {seconds:8.1f} s  runs {[round(r['seconds'], 1) for r in done]}{extra}",
                   flush=True)
         for mode in args.modes:
             if mode != "parse" and "parse" in medians:
