@@ -69,6 +69,7 @@ class _ServingStream:
 
     def __init__(self, header: dict, policy: str) -> None:
         import spec.serving as serving
+        from spec.serving.observation import read_entry
         from spec.serving.result_checks import Replay
 
         if policy not in serving.POLICIES:
@@ -79,11 +80,10 @@ class _ServingStream:
         self.known = set(self.by_id)
         self.replay = Replay(self.requests, self.config, policy, records=False)
         self.names = [inv.name for inv in serving.INVARIANTS]
+        self.read_entry = read_entry
 
     def entry(self, number: int, value) -> Violation | None:
-        from spec.serving.observation import read_entry
-
-        tick = read_entry(number, value, self.known, where=f"line {number}")
+        tick = self.read_entry(number, value, self.known, where=f"line {number}")
         if isinstance(tick, Violation):
             return tick
         self.replay.tick(tick)
@@ -200,7 +200,7 @@ def check_file(path: str, model: str | None = None, policy: str | None = None,
         if str(error).startswith("--policy"):
             raise
         raise TraceFileError(number, f"header outside the domain: {error}") from None
-    del header, value  # the stream keeps what it needs of the header in compact form
+    del first, header, value  # the stream keeps what it needs of the header in compact form
     window: collections.deque = collections.deque(maxlen=WINDOW)
     entries, last_tick, totals, totals_line = 0, None, None, None
     violation, line, also, held_before = None, None, (), 0
