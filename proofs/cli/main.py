@@ -16,6 +16,7 @@ from proofs.cli import diff as diff_command
 from proofs.cli import gate as gate_command
 from proofs.cli import mutation as mutation_command
 from proofs.cli import prove as prove_command
+from proofs.cli import trace as trace_command
 from proofs.cli import verify as verify_command
 from proofs.cli.paths import OUTPUT_PATHS_HELP
 from proofs.outcomes import EXIT_CODES_HELP
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     mutation_command.add_parsers(commands)
     diff_command.add_parsers(commands)
     prove_command.register(commands)
+    trace_command.add_parsers(commands)
     gate_command.add_parsers(commands, run_cli=main, command_names=tuple(commands.choices))
     return parser
 

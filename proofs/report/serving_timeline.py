@@ -16,12 +16,11 @@ from proofs.report.timeline import _columns
 LEGEND = "cells: tokens scheduled; f finished, p preempted, a aborted in that tick; . nothing"
 
 
-def _cells(trace) -> tuple[dict, dict, dict]:
-    """(cells by tick and id, blocks held after each tick, tokens scheduled in each tick)."""
+def _cells(trace, held: int = 0) -> tuple[dict, dict, dict]:
+    """(cells by tick and id, blocks held after each tick, tokens scheduled in each tick), from ``held`` blocks held."""
     cells: dict[int, dict] = {}
     blocks: dict[int, int] = {}
     tokens: dict[int, int] = {}
-    held = 0
     for entry in trace:
         tick = entry["tick"]
         row = cells.setdefault(tick, {})
@@ -37,9 +36,14 @@ def _cells(trace) -> tuple[dict, dict, dict]:
 
 
 def render(requests, config, expected_trace, actual_trace, focus: int | None = None,
-           titles=("expected", "actual")) -> list[str]:
-    """The picture's lines: a tick header, then expected and actual, each with its request lanes and strips."""
-    schedules = [(titles[0], _cells(expected_trace)), (titles[1], _cells(actual_trace))]
+           titles=("expected", "actual"), held_before: int = 0) -> list[str]:
+    """The picture's lines: a tick header, then expected and actual, each with its request lanes and strips.
+
+    ``expected_trace=None`` draws the actual schedule alone (a window of a recorded trace, whose
+    blocks strip starts from ``held_before`` blocks held)."""
+    schedules = [(titles[1], _cells(actual_trace, held_before))]
+    if expected_trace is not None:
+        schedules.insert(0, (titles[0], _cells(expected_trace)))
     ticks = sorted({tick for _, (cells, _, _) in schedules for tick in cells})
     if not ticks:
         return ["(nothing was scheduled)"]

@@ -52,8 +52,9 @@ def _entries(trace) -> list[tuple[int, list]]:
 
 
 def render(expected_trace, actual_trace, focus: int | None = None, titles=("expected", "actual")) -> list[str]:
-    """The picture's lines: a tick header, the expected slot rows, then the actual ones."""
-    expected, actual = _entries(expected_trace), _entries(actual_trace)
+    """The picture's lines: a tick header, the expected slot rows, then the actual ones (alone when expected is None)."""
+    expected = [] if expected_trace is None else _entries(expected_trace)
+    actual = _entries(actual_trace)
     ticks = sorted({tick for tick, _ in expected} | {tick for tick, _ in actual})
     if not ticks:
         return ["(nothing was served)"]
@@ -61,7 +62,9 @@ def render(expected_trace, actual_trace, focus: int | None = None, titles=("expe
     drawn = [tick for tick in columns if tick is not None]
     base = drawn[0] if drawn[-1] > 9999 else 0
     labels = ["~" if tick is None else str(tick - base) for tick in columns]
-    schedules = [(titles[0], slot_rows(expected)), (titles[1], slot_rows(actual))]
+    schedules = [(titles[1], slot_rows(actual))]
+    if expected_trace is not None:
+        schedules.insert(0, (titles[0], slot_rows(expected)))
     cells = [str(job) for _, rows in schedules for row in rows.values() for job in row.values()]
     width = max(len(text) for text in labels + cells + ["."])
     header_name = "tick" if not base else f"tick-{base}"

@@ -55,6 +55,8 @@ def _int(value: Any) -> bool:
 def _ids(value: Any, known: set, what: str) -> list | Violation:
     if not isinstance(value, _LISTS):
         return type_error(what, value, "a list of request ids")
+    if type(value) is list and all(type(item) is int and item in known for item in value):
+        return value  # the common case: an exact list of known int ids
     out = []
     for position, item in enumerate(value):
         if not _int(item):
@@ -70,7 +72,19 @@ def _pairs(value: Any, known: set, what: str, second: str) -> list | Violation:
     if not isinstance(value, _LISTS):
         return type_error(what, value, f"a list of [id, {second}] pairs")
     out = []
+    blocks = second != "n"
     for position, pair in enumerate(value):
+        # the common case first: an exact [int id, int] or [int id, [int, ...]] pair of a known request
+        if type(pair) is list and len(pair) == 2:
+            request_id, other = pair
+            if type(request_id) is int and request_id in known:
+                if not blocks:
+                    if type(other) is int:
+                        out.append((request_id, other))
+                        continue
+                elif type(other) is list and all(type(block) is int for block in other):
+                    out.append((request_id, other))
+                    continue
         where = f"{what}[{position}]"
         if not isinstance(pair, _LISTS) or len(pair) != 2:
             return type_error(where, pair, f"an [id, {second}] pair")
@@ -92,8 +106,9 @@ def _pairs(value: Any, known: set, what: str, second: str) -> list | Violation:
     return out
 
 
-def _tick(index: int, entry: Any, known: set) -> Tick | Violation:
-    where = f"trace[{index}]"
+def read_entry(index: int, entry: Any, known: set, where: str | None = None) -> Tick | Violation:
+    """One trace entry as a Tick, or the ``well_typed`` Violation naming ``where`` (default ``trace[index]``)."""
+    where = f"trace[{index}]" if where is None else where
     if not isinstance(entry, dict):
         return type_error(where, entry, "a dict with keys " + ", ".join(ENTRY_KEYS))
     for key in ENTRY_KEYS:
@@ -161,7 +176,7 @@ def observe(requests: tuple[Request, ...], config: Config, result: Any, policy: 
     known = {request.id for request in requests}
     ticks = []
     for index, entry in enumerate(trace):
-        parsed = _tick(index, entry, known)
+        parsed = read_entry(index, entry, known)
         if isinstance(parsed, Violation):
             return parsed
         ticks.append(parsed)

@@ -119,7 +119,7 @@ class _Request:
     """What the trace implies about one request so far."""
 
     __slots__ = (
-        "request", "status", "cached", "generated", "held", "total", "start", "first_token",
+        "request", "status", "cached", "generated", "known", "held", "total", "start", "first_token",
         "preemptions", "finish", "aborted_at", "overdue",
     )
 
@@ -128,6 +128,7 @@ class _Request:
         self.status = WAITING
         self.cached = 0
         self.generated = 0
+        self.known = request.prompt  # prompt + generated, kept up to date with generated
         self.held: dict = {}  # block id -> None, in the order taken
         self.total = 0
         self.start = None
@@ -137,10 +138,6 @@ class _Request:
         self.aborted_at = None
         self.overdue = False
 
-    @property
-    def known(self) -> int:
-        return self.request.prompt + self.generated
-
 
 def _is_subsequence(part: list, whole: list) -> bool:
     position = {item: index for index, item in enumerate(whole)}
@@ -148,15 +145,20 @@ def _is_subsequence(part: list, whole: list) -> bool:
     return all(i >= 0 for i in indices) and indices == sorted(indices)
 
 
-class _Replay:
-    """One pass over the trace; ``found`` maps each invariant to its earliest Violation."""
+class Replay:
+    """The incremental replay: feed it one Tick at a time (``tick``), then ``end`` (or ``close``, for a whole result).
 
-    def __init__(self, obs: Observation):
-        self.obs = obs
-        self.config = obs.config
-        self.fcfs = obs.policy == "fcfs"
+    ``found`` maps each invariant to its earliest Violation; ``first_tick_found`` is the
+    tick of the entry during which the first one was found.  Its memory is bounded by
+    the requests, never by the trace: it keeps no entry once replayed.  The whole-result
+    oracle (``replay``) and ``schedcheck trace`` (a stream of entries) both drive it."""
+
+    def __init__(self, requests, config, policy: str = "fcfs", records: bool = True):
+        self.config = config
+        self.records = records  # False: a stream with no records to check; an ended request keeps only its end
+        self.fcfs = policy == "fcfs"
         self.found: dict[str, Violation] = {}
-        ordered = sorted(obs.requests, key=fcfs_key)
+        ordered = sorted(requests, key=fcfs_key)
         self.of = {request.id: _Request(request) for request in ordered}
         self.waiting = _Order(request.id for request in ordered)
         self.running = _Order()
@@ -178,6 +180,12 @@ class _Replay:
             self.found[name] = Violation(
                 name, message, tick=tick, job=ids[0] if ids else None, expected=expected, actual=actual, ids=ids
             )
+
+    def forget(self, r: _Request) -> None:
+        """Without records to check, an ended request keeps only its status and end tick (a stream's memory)."""
+        if not self.records:
+            r.start = r.first_token = None
+            r.total = 0
 
     # --- blocks ------------------------------------------------------------------
 
@@ -217,6 +225,8 @@ class _Replay:
             del r.held[block]
             if self.owner.get(block) == request_id:
                 del self.owner[block]
+        if not r.held:
+            r.held = {}  # a dict emptied key by key keeps its table: drop it, so ended requests cost little
 
     def release_leak(self, request_id: int, tick: int, why: str) -> None:
         """A request that left (or was preempted) must hold nothing: report what it kept, and release it."""
@@ -231,7 +241,7 @@ class _Replay:
             for block in kept:
                 if self.owner.get(block) == request_id:
                     del self.owner[block]
-            r.held.clear()
+            r.held = {}
 
     def allocate(self, request_id: int, blocks: list, tick: int) -> None:
         r = self.of[request_id]
@@ -375,6 +385,7 @@ class _Replay:
             self.leave(request_id)
             self.aborted += r.cached
             r.status, r.aborted_at = ABORTED, t
+            self.forget(r)
             aborted_now.append(request_id)
         self.overdue_aborts(t + 1)
         return aborted_now
@@ -541,8 +552,9 @@ class _Replay:
         """Step 6: cached tokens grow, output tokens are generated; returns the requests that got their last one."""
         t = entry.tick
         done_now = []
+        of = self.of
         for request_id, n in entry.scheduled:
-            r = self.of[request_id]
+            r = of[request_id]
             r.total += n
             self.computed += n
             if r.status != RUNNING or n < 1:
@@ -558,6 +570,7 @@ class _Replay:
                 )
             if r.cached >= known:
                 r.generated += 1
+                r.known += 1
                 if r.first_token is None:
                     r.first_token = t + 1
                 if r.generated > r.request.output:
@@ -600,6 +613,7 @@ class _Replay:
                 )
             self.leave(request_id)
             r.status, r.finish = FINISHED, t + 1
+            self.forget(r)
             self.useful += work
         finished = set(entry.finished)
         for request_id in done_now:
@@ -620,10 +634,11 @@ class _Replay:
         """kv_exact after the tick, for every request it touched: running ones hold ceil(cached / block_size)."""
         t, size = entry.tick, self.config.block_size
         touched = [i for i, _ in entry.scheduled] + [i for i, _ in entry.allocated] + [i for i, _ in freed_other]
+        of = self.of
         for request_id in dict.fromkeys(touched):
-            r = self.of[request_id]
+            r = of[request_id]
             if r.status == RUNNING:
-                need = blocks_for(r.cached, size)
+                need = -(-r.cached // size)  # blocks_for(r.cached, size)
                 if len(r.held) != need:
                     self.report(
                         "kv_exact",
@@ -638,50 +653,58 @@ class _Replay:
 
     def simulate_victims(self, steps: int) -> list:
         """The victims the running pass preempts from the replayed state (at most ``steps`` requests looked at)."""
-        config = self.config
-        budget = config.token_budget
+        config, of = self.config, self.of
+        after, before = self.running.after, self.running.before
+        budget, size = config.token_budget, config.block_size
         free = config.num_blocks - len(self.owner)
         victims = []
         current, end = self.running.first, self.running.last
         while current is not None and steps > 0:
             steps -= 1
-            r = self.of[current]
-            n = min(r.known - r.cached, budget)
+            r = of[current]
+            cached = r.cached
+            n = r.known - cached
+            if n > budget:
+                n = budget
             if n <= 0:
                 break
-            extra = blocks_for(r.cached + n, config.block_size) - len(r.held)
+            extra = -(-(cached + n) // size) - len(r.held)  # blocks_for(cached + n) - held
             self_preempted = False
             while free < extra:
                 victims.append(end)
-                free += len(self.of[end].held)
+                free += len(of[end].held)
                 if end == current:
                     self_preempted = True
                     break
-                end = self.running.before[end]
+                end = before[end]
             if self_preempted:
                 break
-            free -= max(extra, 0)
+            if extra > 0:
+                free -= extra
             budget -= n
             if current == end:
                 break
-            current = self.running.after[current]
+            current = after[current]
         return victims
 
     def simulate_running(self, victims: set, steps: int) -> list:
         """The running pass's [(id, n)], greedy in running order, with the tick's victims as given."""
         budget = self.config.token_budget
+        of, after = self.of, self.running.after
         expected = []
         current = self.running.first
         while current is not None and steps > 0:
             if current not in victims:
                 steps -= 1
-                r = self.of[current]
-                n = min(r.known - r.cached, budget)
+                r = of[current]
+                n = r.known - r.cached
+                if n > budget:
+                    n = budget
                 if n <= 0:
                     break
                 expected.append((current, n))
                 budget -= n
-            current = self.running.after[current]
+            current = after[current]
         return expected
 
     def report_victims(self, t: int, expected: list, actual: list) -> None:
@@ -755,20 +778,26 @@ class _Replay:
 
     # --- after the last tick -----------------------------------------------------
 
-    def close(self) -> None:
+    def end(self) -> None:
+        """The end-of-trace claims: every abort happened, every request finished or was aborted."""
         self.overdue_aborts(math.inf)
-        for request_id, r in self.of.items():
-            if r.status in (WAITING, RUNNING):
-                self.report(
-                    "every_job_completes_once",
-                    f"request {request_id} is still {r.status} after the last tick: it never finishes nor is aborted",
-                    tick=self.previous_tick, ids=[request_id],
-                )
-        self.check_records()
-        self.check_totals()
+        live = list(self.waiting.after) + list(self.running.after)
+        for request_id in sorted(live, key=lambda i: fcfs_key(self.of[i].request)):
+            r = self.of[request_id]
+            self.report(
+                "every_job_completes_once",
+                f"request {request_id} is still {r.status} after the last tick: it never finishes nor is aborted",
+                tick=self.previous_tick, ids=[request_id],
+            )
 
-    def check_records(self) -> None:
-        records = self.obs.records
+    def close(self, records: list, result: dict) -> None:
+        """``end``, then the result's per-request records and totals against what the trace says."""
+        assert self.records, "close() checks records: make the Replay with records=True"
+        self.end()
+        self.check_records(records)
+        self.check_totals(result)
+
+    def check_records(self, records: list) -> None:
         listed = Counter(record["id"] for record in records)
         for request_id in self.of:
             if listed[request_id] != 1:
@@ -837,8 +866,7 @@ class _Replay:
                         ids=[request_id], expected=value, actual=record[field],
                     )
 
-    def check_totals(self) -> None:
-        result = self.obs.result
+    def check_totals(self, result: dict) -> None:
         ledger = {
             "computed_tokens": self.computed,
             "useful_tokens": self.useful,
@@ -881,8 +909,8 @@ class _Replay:
 
 def replay(obs: Observation) -> dict[str, Violation]:
     """Replay the result's trace once and return each broken invariant's earliest Violation."""
-    state = _Replay(obs)
+    state = Replay(obs.requests, obs.config, obs.policy)
     for entry in obs.trace:
         state.tick(entry)
-    state.close()
+    state.close(obs.records, obs.result)
     return state.found

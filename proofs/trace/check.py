@@ -1,0 +1,275 @@
+"""The streaming trace checker: every state invariant of a model's registry, one trace entry at a time.
+
+What it establishes: that the recorded run keeps every claim of the model's registry
+that a trace can show (the type, safety and, unless ``policy="none"``, policy
+families, and the trace's own consistency), each replayed by the model's incremental
+replay, the same code that judges a whole result (``spec.serving.result_checks.Replay``
+for the serving model, ``spec.stream.Replay`` for the chapter's).  What it assumes:
+the header is the run's whole input (every request, with its arrival and abort).
+Bounds: it reads the file once; it keeps the replay's state (per request, and the
+live requests' blocks and queues) and a window of the last ``WINDOW`` entries, never
+the trace, so its memory does not grow with the trace's length.  It stops at the
+first entry during which an invariant breaks, reads a few entries more for the
+picture, and reports the earliest violation found there (registry order breaks ties).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+from typing import Callable, NamedTuple
+
+from proofs.trace.files import TraceFileError, lines, read_header
+from spec.registry import Violation, type_error
+
+WINDOW = 12  # entries kept before the failing one, and read after it, for the timeline
+MAX_LANES = 12  # request lanes drawn in the serving picture
+
+
+class TraceReport(NamedTuple):
+    """What checking one trace file found."""
+
+    verdict: str  # pass or fail
+    model: str
+    policy: str
+    entries: int  # entries replayed
+    last_tick: int | None
+    violation: Violation | None
+    line: int | None  # the line of the entry during which it was found (None: at the end)
+    also: tuple  # the other invariants broken in that entry, registry order
+    timeline: list  # the picture's lines
+
+    def to_json(self) -> dict:
+        """The ``--json`` report."""
+        out = {
+            "verdict": self.verdict, "model": self.model, "policy": self.policy,
+            "entries": self.entries, "last_tick": self.last_tick, "violation": None,
+        }
+        if self.violation is not None:
+            v = self.violation
+            out["violation"] = {
+                "invariant": v.invariant, "message": v.message, "tick": v.tick, "line": self.line,
+                "ids": list(v.ids) or ([] if v.job is None else [v.job]),
+                "expected": _plain(v.expected), "actual": _plain(v.actual), "also": list(self.also),
+            }
+            out["timeline"] = list(self.timeline)
+        return out
+
+
+def _plain(value):
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+class _ServingStream:
+    """The serving model's replay behind a stream of JSON entries."""
+
+    def __init__(self, header: dict, policy: str) -> None:
+        import spec.serving as serving
+        from spec.serving.observation import read_entry
+        from spec.serving.result_checks import Replay
+
+        if policy not in serving.POLICIES:
+            raise ValueError(f"--policy {policy!r}: expected one of {', '.join(serving.POLICIES)} for the serving model")
+        self.requests, self.config = serving.validate(header["requests"], header["config"])
+        self.raw_config = header["config"]
+        self.by_id = {r.id: r for r in self.requests}
+        self.known = set(self.by_id)
+        self.replay = Replay(self.requests, self.config, policy, records=False)
+        self.names = [inv.name for inv in serving.INVARIANTS]
+        self.read_entry = read_entry
+
+    def entry(self, number: int, value) -> Violation | None:
+        tick = self.read_entry(number, value, self.known, where=f"line {number}")
+        if isinstance(tick, Violation):
+            return tick
+        self.replay.tick(tick)
+        return None
+
+    def held(self) -> int:
+        return len(self.replay.owner)
+
+    def end(self, totals: dict | None) -> Violation | None:
+        from spec.serving.metrics import TOTAL_KEYS
+
+        self.replay.end()
+        if totals is None:
+            return None
+        for key in TOTAL_KEYS:
+            if key not in totals:
+                return Violation("well_typed", f"totals: missing key {key!r}", expected=key)
+            want = float if key == "token_utilization" else int
+            if type(totals[key]) is not want:
+                return type_error(f"totals[{key!r}]", totals[key], f"a {want.__name__}")
+        self.replay.check_totals(totals)
+        return None
+
+    def timeline(self, window: list, focus: int | None, ids: tuple, held_before: int) -> list[str]:
+        from proofs.report.serving_timeline import render
+
+        seen = list(dict.fromkeys(ids))
+        for entry in window:
+            for key in ("scheduled", "freed", "allocated"):
+                seen += [pair[0] for pair in entry[key]]
+            for key in ("preempted", "aborted", "finished"):
+                seen += list(entry[key])
+        lanes = list(dict.fromkeys(i for i in seen if i in self.by_id))
+        drawn = sorted(lanes[:MAX_LANES])
+        lines = render([{"id": i} for i in drawn], self.raw_config, None, window, focus,
+                       titles=("", "trace"), held_before=held_before)
+        if len(lanes) > MAX_LANES:
+            lines.append(f"({len(lanes) - MAX_LANES} more requests in this window are not drawn)")
+        return lines
+
+
+class _ChapterStream:
+    """The chapter's model's replay behind a stream of ``{"tick", "served"}`` entries."""
+
+    def __init__(self, header: dict, policy: str) -> None:
+        import spec
+        from spec.stream import POLICIES, Replay
+
+        if policy not in POLICIES:
+            raise ValueError(f"--policy {policy!r}: expected one of {', '.join(POLICIES)} for the chapter's model")
+        jobs = spec.validate(header["jobs"], header["slots"], header["continuous"])
+        self.replay = Replay(jobs, header["slots"], header["continuous"], policy)
+        self.names = [inv.name for inv in spec.INVARIANTS]
+
+    def entry(self, number: int, value) -> Violation | None:
+        where = f"line {number}"
+        if not isinstance(value, dict) or "tick" not in value or "served" not in value:
+            return type_error(where, value, "a dict with keys 'tick' and 'served'")
+        tick, served = value["tick"], value["served"]
+        if type(tick) is not int:
+            return type_error(f"{where}['tick']", tick, "an int")
+        if not isinstance(served, list) or any(type(i) is not int for i in served):
+            return type_error(f"{where}['served']", served, "a list of int ids")
+        self.replay.tick(tick, served)
+        return None
+
+    def held(self) -> int:
+        return 0
+
+    def end(self, totals: dict | None) -> Violation | None:
+        self.replay.end()
+        if totals is None:
+            return None
+        for key, want in (("makespan_ticks", int), ("busy_slots", int), ("utilization", float)):
+            if key not in totals:
+                return Violation("well_typed", f"totals: missing key {key!r}", expected=key)
+            if type(totals[key]) is not want:
+                return type_error(f"totals[{key!r}]", totals[key], f"a {want.__name__}")
+        self.replay.check_totals(totals)
+        return None
+
+    def timeline(self, window: list, focus: int | None, ids: tuple, held_before: int) -> list[str]:
+        from proofs.report.timeline import render
+
+        return render(None, window, focus, titles=("", "trace"))
+
+
+def _first(found: dict, names: list) -> tuple[Violation, tuple]:
+    """The earliest of ``found`` (registry order breaks ties) and the names of the others."""
+    rank = {name: index for index, name in enumerate(names)}
+    ordered = sorted(found.values(), key=lambda v: (v.tick is None, v.tick or 0, rank.get(v.invariant, len(rank))))
+    first = ordered[0]
+    also = tuple(sorted((v.invariant for v in ordered[1:]), key=lambda n: rank.get(n, len(rank))))
+    return first, also
+
+
+def check_file(path: str, model: str | None = None, policy: str | None = None,
+               loads: Callable = json.loads) -> TraceReport:
+    """Check the trace file at ``path``; a TraceFileError when the file itself is malformed.
+
+    ``model`` (default: the header's) and ``policy`` (default: the model's own; ``none`` for
+    safety only) say what judges it; ``loads`` parses each line."""
+    stream_of_lines = lines(path, loads)
+    first = next(stream_of_lines, None)
+    if first is None:
+        raise TraceFileError(1, "the file is empty: expected a header line")
+    number, value = first
+    name, header = read_header(number, value, model)
+    own = "fcfs" if name == "serving" else "fifo"
+    policy = policy or own
+    try:
+        stream = (_ServingStream if name == "serving" else _ChapterStream)(header, policy)
+    except ValueError as error:
+        if str(error).startswith("--policy"):
+            raise
+        raise TraceFileError(number, f"header outside the domain: {error}") from None
+    del first, header, value  # the stream keeps what it needs of the header in compact form
+    window: collections.deque = collections.deque(maxlen=WINDOW)
+    entries, last_tick, totals, totals_line = 0, None, None, None
+    violation, line, also, held_before = None, None, (), 0
+    for number, value in stream_of_lines:
+        if totals_line is not None:
+            raise TraceFileError(number, f"an entry after the totals line {totals_line}")
+        if isinstance(value, dict) and list(value) == ["totals"]:
+            if not isinstance(value["totals"], dict):
+                raise TraceFileError(number, "the totals line must be {\"totals\": {...}}")
+            totals, totals_line = value["totals"], number
+            continue
+        held = stream.held()
+        try:
+            broken = stream.entry(number, value)
+        except Exception as error:  # a well-shaped entry whose values the replay cannot follow
+            broken = Violation("well_typed", f"line {number}: the entry could not be replayed: {error!r}")
+        if broken is not None:
+            violation, line = broken._replace(tick=value.get("tick") if isinstance(value, dict)
+                                              and type(value.get("tick")) is int else None), number
+            break
+        entries += 1
+        last_tick = value["tick"]
+        window.append((value, held))
+        if stream.replay.found:
+            violation, also = _first(stream.replay.found, stream.names)
+            line = number
+            break
+    if violation is None:
+        broken = stream.end(totals)
+        if broken is not None:
+            violation, line = broken, totals_line
+        elif stream.replay.found:
+            violation, also = _first(stream.replay.found, stream.names)
+            line = None
+    timeline = []
+    if violation is not None:
+        ahead = []
+        if line is not None:
+            for _number, value in stream_of_lines:
+                if len(ahead) >= WINDOW // 2 or not isinstance(value, dict) or "tick" not in value:
+                    break
+                ahead.append(value)
+        shown = [entry for entry, _ in window] + ahead
+        held_before = window[0][1] if window else 0
+        try:
+            timeline = stream.timeline(shown, violation.tick, violation.ids, held_before) if shown else []
+        except Exception:  # entries after the failing one may be malformed: draw what came before
+            shown = [entry for entry, _ in window]
+            timeline = stream.timeline(shown, violation.tick, violation.ids, held_before) if shown else []
+    verdict = "fail" if violation is not None else "pass"
+    return TraceReport(verdict, name, policy, entries, last_tick, violation, line, also, timeline)
+
+
+def format_report(path: str, report: TraceReport) -> list[str]:
+    """The report's lines: on a failure, the invariant, where, the message, the requests involved, the picture."""
+    if report.violation is None:
+        return [f"PASS {path}: no invariant broken in {report.entries} entries "
+                f"(model {report.model}, policy {report.policy})"]
+    v = report.violation
+    where = f"tick {v.tick}" if v.tick is not None else "the end of the trace"
+    at_line = f", line {report.line}" if report.line is not None else ""
+    lines = [f"FAIL {v.invariant}  engine=trace  ({where}{at_line})", f"# {v.message}"]
+    ids = list(v.ids) or ([] if v.job is None else [v.job])
+    if ids:
+        noun = "requests" if report.model == "serving" else "jobs"
+        lines.append(f"# {noun} involved: {', '.join(str(i) for i in ids)}")
+    if report.also:
+        lines.append(f"# also broken in this entry: {', '.join(report.also)}")
+    lines += report.timeline
+    lines.append(f"FAIL {path}: {v.invariant} at {where}, after {report.entries} entries "
+                 f"(model {report.model}, policy {report.policy})")
+    return lines
