@@ -18,6 +18,8 @@ import spec
 from proofs.cli.main import main
 from proofs.counterexample import parse_input_repr
 
+pytestmark = pytest.mark.slow  # a campaign: `python -m pytest -n 2 -m slow` (README)
+
 CORPUS = pathlib.Path(__file__).parent / "corpus"
 BUGGY = sorted(p for p in (CORPUS / "buggy").glob("*.py") if p.name != "__init__.py")
 CORRECT = sorted(p for p in (CORPUS / "correct").glob("*.py") if p.name != "__init__.py")

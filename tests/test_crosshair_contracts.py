@@ -18,6 +18,8 @@ from proofs.targets import load_callable, parse_target
 from proofs.views import impl_step, scheduler_from_state, state_from_view
 from spec import STATE_INVARIANTS, initial, step
 
+pytestmark = pytest.mark.slow  # a campaign: `python -m pytest -n 2 -m slow` (README)
+
 HERE = os.path.dirname(__file__)
 
 

@@ -2,8 +2,12 @@
 
 import pathlib
 
+import pytest
+
 from proofs.symbolic.diff import behaviour, crosshair_differences
 from proofs.targets import load_callable, parse_target
+
+pytestmark = pytest.mark.slow  # a campaign: `python -m pytest -n 2 -m slow` (README)
 
 CORPUS = pathlib.Path(__file__).parent / "corpus"
 EVENT_DRIVEN = parse_target(f"{CORPUS / 'correct' / 'event_driven.py'}:schedule")

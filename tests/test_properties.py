@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import impl
+from proofs.models.chapter import ChapterModel
 import spec
 from proofs.search.strategies import valid_calls
 from proofs.targets import load_callable, parse_target
@@ -33,13 +34,16 @@ def test_every_state_of_every_reference_run_keeps_every_state_invariant(call):
         assert spec.remaining_work(state) < before  # the ranking function decreases
 
 
+CHAPTER = ChapterModel()
+
+
 @FAST
 @given(valid_calls())
 def test_impl_agrees_with_the_reference_and_three_independent_schedulers(call):
     result = impl.schedule(*call)
     assert spec.check(*call, result) == []
-    for schedule in INDEPENDENT:
-        assert schedule(*call) == result
+    for schedule in INDEPENDENT:  # extra keys are allowed (one correct scheduler reports its policy): never compared
+        assert CHAPTER.contract_part(schedule(*call)) == result
 
 
 def assert_leaves_input_unchanged_and_is_deterministic(schedule, call):

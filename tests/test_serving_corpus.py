@@ -17,6 +17,8 @@ import spec.serving
 from proofs.cli.main import main
 from proofs.counterexample import parse_input_repr
 
+pytestmark = pytest.mark.slow  # a campaign: `python -m pytest -n 2 -m slow` (README)
+
 CORPUS = pathlib.Path(__file__).parent / "corpus" / "serving"
 BUGGY = sorted(p for p in (CORPUS / "buggy").glob("*.py") if p.name != "__init__.py")
 CORRECT = sorted(p for p in (CORPUS / "correct").glob("*.py") if p.name != "__init__.py")
@@ -26,10 +28,16 @@ def expected_of(path: pathlib.Path) -> str:
     return re.search(r'^EXPECTED = "(\w+)"', path.read_text(), re.M).group(1)
 
 
+def also_of(path: pathlib.Path) -> tuple:
+    """The other invariant a file names as an equally right first finding (a leak that also starves the run), if any."""
+    found = re.search(r'^ALSO = \(([^)]*)\)', path.read_text(), re.M)
+    return tuple(re.findall(r'"(\w+)"', found.group(1))) if found else ()
+
+
 def verify(tmp_path, target, *extra):
     report = tmp_path / "report.json"
     code = main([
-        "verify", *([target] if target else []), "--model", "serving", "--seed", "0", "--budget", "40",
+        "verify", *([target] if target else []), "--model", "serving", "--seed", "0", "--budget", "60",
         "--json", str(report), "--db", str(tmp_path / "db"), "--save-dir", str(tmp_path / "saved"), *extra,
     ])
     return code, json.loads(report.read_text())
@@ -42,7 +50,7 @@ def test_the_serving_corpus_is_big_enough():
 def test_every_expected_name_is_in_the_serving_registry():
     names = set(spec.serving.NAMES)
     for path in BUGGY:
-        assert expected_of(path) in names, path.name
+        assert expected_of(path) in names and set(also_of(path)) <= names, path.name
 
 
 @pytest.mark.parametrize("path", BUGGY, ids=lambda p: p.stem)
@@ -52,7 +60,7 @@ def test_every_buggy_serving_scheduler_is_caught_with_the_right_invariant(tmp_pa
     assert code == 1, out
     assert report["verdict"] == "fail"
     first = report["counterexamples"][0]
-    assert first["property"] == expected_of(path), out
+    assert first["property"] in (expected_of(path), *also_of(path)), out
     assert first["model"] == "serving" and first["input_repr"].startswith("serve(")
     if first["check"] in ("validation", "conformance", "deterministic"):
         call = parse_input_repr(first["input_repr"])
@@ -85,7 +93,7 @@ def test_a_serving_counterexample_replays_and_prints_its_timeline(tmp_path, caps
     code, report = verify(tmp_path, f"{path}:serve")
     assert code == 1
     out = capsys.readouterr().out
-    assert "FAIL preempt_newest  engine=hypothesis" in out and "expected  req" in out and "blocks" in out
+    assert "FAIL preempt_newest  engine=hypothesis" in out and "expected req" in out and "blocks" in out
     saved = sorted((tmp_path / "saved").glob("*.json"))
     assert saved
     assert main(["replay", str(saved[0])]) == 1

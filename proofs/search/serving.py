@@ -1,7 +1,7 @@
 """Strategies, bad inputs and the minimiser for the serving model's ``serve(requests, config)``.
 
 ``valid_calls`` covers the whole serving domain, not only small numbers: 0 to 12
-requests (one call in sixteen has hundreds of cheap ones), ids spread wide and
+requests (one call in sixteen has up to 150 cheap ones), ids spread wide and
 beyond 64 bits, arrivals that tie, have long idle gaps or start past 2**40, prompts
 and outputs from 1 to the pool's limit, aborts before, during and after a request
 runs, budgets tight (1) and loose, block pools exactly big enough for the largest
@@ -32,7 +32,7 @@ from proofs.search.minimize import _smallest_failing, _smallest_failing_coarse
 from proofs.search.strategies import BAD_VALUES, JobDict, JobList
 
 MAX_REQUESTS = 12
-MANY_REQUESTS = 400
+MANY_REQUESTS = 150
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")
 ARRIVAL_BASES = (0, 0, 0, 5, 2**31, 2**40, 2**64)
