@@ -117,7 +117,9 @@ def test_a_counterexample_found_through_redis_is_replayed_first_in_another_folde
     second = verify(tmp_path / "runner-b", target, "--db", db, "--seed", "2",
                     env={"SCHEDCHECK_CALL_LOG": str(log)})
     assert second.returncode == 1, second.stdout + second.stderr
-    assert second.stdout.startswith(f"FAIL {broken} "), second.stdout
+    # the target's makespan bug breaks termination (past the bound) or only metrics_consistent, as the input
+    # has it; the example replayed from Redis may be one Hypothesis saved while shrinking towards either
+    assert second.stdout.split()[:2] in (["FAIL", broken], ["FAIL", "termination"], ["FAIL", "metrics_consistent"]), second.stdout
     assert UNREACHABLE not in second.stderr
     calls = valid_calls(log)
     assert calls and calls[0][1], f"the first valid call of the second run did not fail: {calls[:3]}"
@@ -160,7 +162,7 @@ def test_the_run_goes_on_with_the_local_database_when_redis_goes_away(tmp_path, 
 
 
 def test_open_database_reads_and_writes_both_and_survives_the_server(tmp_path, redis_server):
-    from proofs.search.profiles import SharedDatabase, open_database
+    from proofs.search.database import SharedDatabase, open_database
 
     port, server = redis_server
     warnings = []
