@@ -88,7 +88,28 @@ def _many_requests(seed: int, n: int, limit: int, arrival_base: int, id_base: in
 
 def valid_calls(max_requests: int = MAX_REQUESTS, many: bool = True):
     """A valid (requests, config), shrinking towards the smallest input: across the whole domain, or under memory pressure."""
-    return st.one_of(_any_calls(max_requests, many), _pressure_calls(max_requests))
+    return st.one_of(_any_calls(max_requests, many), _pressure_calls(max_requests), _budget_calls(max_requests))
+
+
+@st.composite
+def _budget_calls(draw, max_requests: int):
+    """Several requests at once whose prompts are near the token budget, in a pool that holds them all:
+    what is left of the budget after the running pass decides each admission (chunked or not)."""
+    budget = draw(st.integers(2, 12))
+    config = {
+        "max_seqs": draw(st.integers(2, 4)),
+        "token_budget": budget,
+        "block_size": draw(st.integers(1, 2)),
+        "num_blocks": draw(st.integers(budget, 4 * budget)),
+        "chunked_prefill": draw(st.booleans()),
+    }
+    n = draw(st.integers(2, max(2, min(max_requests, 6))))
+    requests = []
+    for index in range(n):
+        prompt = draw(st.integers(max(1, budget // 2), budget))
+        output = draw(st.integers(1, max(1, budget - prompt + 1)))
+        requests.append({"id": index, "arrival": draw(st.integers(0, 3)), "prompt": prompt, "output": output})
+    return requests, config
 
 
 @st.composite
@@ -97,14 +118,14 @@ def _pressure_calls(draw, max_requests: int):
     decode growth preempts, often with three or more running (victim order), resumes and re-admits."""
     block_size = draw(st.integers(1, 2))
     config = {
-        "max_seqs": draw(st.integers(2, 6)),
+        "max_seqs": draw(st.integers(2, 3) | st.integers(2, 6)),
         "token_budget": draw(st.integers(4, 16) | st.just(2**20)),
         "block_size": block_size,
         "num_blocks": draw(st.integers(3, 10)),
         "chunked_prefill": draw(st.booleans() | st.just(True)),
     }
     limit = peak_tokens(config)
-    n = draw(st.integers(2, max(2, min(max_requests, 8))))
+    n = draw(st.integers(4, max(4, min(max_requests, 8))) | st.integers(2, 3))
     arrival_base = draw(st.sampled_from((0, 0, 3, 2**40)))
     requests = []
     for index in range(n):
