@@ -1,6 +1,7 @@
 """A preempted request that is admitted again is not taken off the front of the queue, so it is admitted, and scheduled, twice."""
 
 EXPECTED = "every_job_completes_once"
+ALSO = ("no_duplicate_active",)
 # the resumed request is at once waiting and running (view() shows it); when budget is left it is
 # also scheduled twice in one tick, which is no_duplicate_active
 
