@@ -321,6 +321,10 @@ def test_bad_report_objects_are_rejected_naming_the_field():
         html_report.verify_page({"verdict": "fail", "counterexamples": [{}]}, [])
     with pytest.raises(ValueError, match="title="):
         html_report.page(None, [])
+    with pytest.raises(ValueError, match="'num_blocks' is an int >= 1"):
+        html_report.serving_svg([], {"num_blocks": 0, "token_budget": 1}, None, [])
+    with pytest.raises(ValueError, match="focus='3'"):
+        html_report.chapter_svg(None, [], focus="3")
 
 
 @pytest.mark.parametrize("argv", [
@@ -350,6 +354,25 @@ def test_gate_writes_an_index_linking_each_step_page(tmp_path):
     assert "verify-hypothesis.html" in links and (out / "verify-hypothesis.html").is_file()
     step = Page((out / "verify-hypothesis.html").read_text())
     assert step.find("article", class_="counterexample")
+
+
+def test_gate_s_index_links_the_prove_page_drawn_from_its_json(monkeypatch, tmp_path, capsys):
+    from proofs.cli import main as cli_main
+    from tests.test_gate import fake_prove, gate, row
+
+    rows = [row("well_typed", "proved"),
+            row("slot_bound", "refuted", {"breaks": "slot_bound", "call": "schedule([], slots=1, continuous=True)"})]
+    monkeypatch.setattr(cli_main, "build_parser", fake_prove(rows))
+    out = tmp_path / "reports"
+    assert gate(["--skip", "verify", "--out", str(out), "--no-seconds"]) == 1
+    capsys.readouterr()
+    index = Page((out / "index.html").read_text())
+    assert [(r["data-step"], r["data-verdict"]) for r in index.find("tr", class_="step")] == [
+        ("verify-hypothesis", "skipped"), ("verify-crosshair", "skipped"), ("diff", "skipped"), ("prove", "refuted")]
+    assert "prove.html" in {a["href"] for a in index.find("a")}
+    ledger = Page((out / "prove.html").read_text())
+    assert [(r["data-claim"], r["data-status"]) for r in ledger.find("tr", class_="claim")] == [
+        ("well_typed", "proved"), ("slot_bound", "refuted")]
 
 
 @pytest.mark.slow

@@ -203,7 +203,8 @@ def run_gate(args: argparse.Namespace) -> int:
         steps.append(Step("prove", "skipped", None, "`schedcheck prove` is not in this build", (), 0.0, "spec"))
     else:
         argv = ["prove", "--budget", f"{args.budget:g}"]
-        step = _run_step(args.run_cli, "prove", "prove", argv, out, "spec", save_dir, "Z3 claims about the spec")
+        step = _run_step(args.run_cli, "prove", "prove", argv, out, "spec", save_dir, "Z3 claims about the spec",
+                         seconds_shown=not args.no_seconds)
         spec_verdict = {"pass": "proved", "fail": "refuted"}.get(step.verdict, step.verdict)
         steps.append(step._replace(verdict=spec_verdict, about="spec"))
 
@@ -253,13 +254,15 @@ def call_cli(main, argv: list[str]) -> tuple[int, str]:
     return (code if code is not None else 0), buffer.getvalue()
 
 
-def _run_step(run_cli, name: str, kind: str, argv: list[str], out: str, target: str, save_dir: str, detail: str) -> Step:
+def _run_step(run_cli, name: str, kind: str, argv: list[str], out: str, target: str, save_dir: str, detail: str,
+              seconds_shown: bool = True) -> Step:
     json_path = os.path.join(out, f"{name}.json")
     junit_path = os.path.join(out, f"{name}.junit.xml")
     sarif_path = os.path.join(out, f"{name}.sarif")
     log_path = os.path.join(out, f"{name}.log")
     html_path = os.path.join(out, f"{name}.html")
-    argv = [*argv, "--json", json_path, "--html", html_path]
+    # verify and diff draw their timelines from the results they hold; prove's page is its JSON report, drawn below
+    argv = [*argv, "--json", json_path] + (["--html", html_path] if kind in ("verify", "diff") else [])
     started = time.monotonic()
     code, printed = call_cli(run_cli, argv)
     seconds = time.monotonic() - started
@@ -279,6 +282,11 @@ def _run_step(run_cli, name: str, kind: str, argv: list[str], out: str, target: 
             report = None
     if report is not None:
         ci_reports.write_reports(kind, report, target, junit_path, sarif_path, save_dir=save_dir, category=name)
+        if kind == "prove":
+            from proofs.report import html
+
+            with contextlib.suppress(ValueError):  # a report without a verdict: no page, the step's row says why
+                html.write(html_path, html.prove_page(report, seconds=seconds_shown))
     else:
         message = printed.strip() or f"schedcheck {name} exited {code} without a report"
         if code in (0, 1):  # it claimed a verdict but left no report: that is an error too

@@ -144,6 +144,11 @@ def window(ticks: list[int], focus: int | None, limit: int = MAX_TICKS) -> tuple
     return columns, cut
 
 
+def _check_focus(focus) -> None:
+    if focus is not None and type(focus) is not int:
+        raise ValueError(f"focus={focus!r}: expected an int tick or None")
+
+
 def _x(index: int) -> int:
     return LABEL + index * CELL
 
@@ -200,6 +205,7 @@ def _hue(job) -> str:
 def chapter_svg(expected_trace, actual_trace, focus: int | None = None, titles=("expected", "actual"),
                 label: str = "first difference", number: int = 1) -> str:
     """Slots by ticks with the job id in each cell, expected above actual (alone when expected is None), ``focus`` marked."""
+    _check_focus(focus)
     from proofs.report.timeline import slot_rows
 
     panels = [] if expected_trace is None else [(titles[0], [(e["tick"], list(e["served"])) for e in expected_trace])]
@@ -335,6 +341,10 @@ def serving_svg(requests, config, expected_trace, actual_trace, focus: int | Non
                 titles=("expected", "actual"), label: str = "violation", number: int = 1,
                 held_before: int = 0, from_start: bool = True) -> str:
     """Per request a lane of tick cells coloured by phase, then the KV blocks and tokens strips, expected above actual."""
+    for key in ("num_blocks", "token_budget"):
+        if not isinstance(config, dict) or type(config.get(key)) is not int or config[key] < 1:
+            raise ValueError(f"config={config!r}: expected a dict whose {key!r} is an int >= 1")
+    _check_focus(focus)
     panels = [] if expected_trace is None else [("expected", titles[0], expected_trace, 0)]
     panels.append(("actual", titles[1], actual_trace, held_before))
     all_ticks = [entry["tick"] for _, _, trace, _ in panels for entry in trace]
