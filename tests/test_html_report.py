@@ -196,6 +196,18 @@ def test_the_page_is_the_json_report_rendered_byte_for_byte_with_no_path_it_was_
     assert str(where) not in text and "seconds" not in text
 
 
+def test_the_checkers_reject_what_they_are_meant_to():
+    with pytest.raises(AssertionError):
+        Page("<div><span></div></span>")
+    with pytest.raises(AssertionError):
+        Page("<section><p>open")
+    with pytest.raises(ET.ParseError):
+        svgs('<svg xmlns="http://www.w3.org/2000/svg"><text>a & b</text></svg>')
+    for bad in ("<script>x()</script>", '<img src="https://example.com/x.png">', "<style>@import 'x.css'</style>"):
+        with pytest.raises(AssertionError):
+            self_contained(bad)
+
+
 HOSTILE = "<script>alert(1)</script></svg></pre>&amp; \x00\x1b[31m \"quoted\" 'single' \ud800"
 
 
