@@ -231,6 +231,18 @@ def test_everything_from_the_target_is_escaped():
     assert page.find("article", class_="counterexample")[0]["data-invariant"].startswith("signature<script>")
 
 
+def test_a_pass_page_says_pass_with_every_check_finished_and_no_counterexample():
+    checks = [{"check": name, "unit": "calls", "tried": 5, "planned": 5, "finished": True, "stopped": ""}
+              for name in ("replay", "validation", "conformance")]
+    text = html_report.verify_page({"verdict": "pass", "target": "impl:schedule", "counterexamples": [],
+                                    "checks": checks, "calls": 15}, [], summary="PASS impl:schedule  engine=hypothesis")
+    page = Page(text)
+    assert page.find(id="verdict")[0]["data-verdict"] == "pass"
+    assert [r["data-finished"] for r in page.find("tr", class_="check")] == ["true"] * 3
+    assert page.find("section", id="counterexamples")[0]["data-count"] == "0"
+    assert not page.find("article") and not svgs(text) and not page.find(id="violation")
+
+
 def test_a_long_run_is_windowed_around_the_violation_and_says_so(tmp_path):
     requests = [{"id": 0, "arrival": 0, "prompt": 1, "output": 200}]
     config = {"max_seqs": 1, "token_budget": 4, "block_size": 4, "num_blocks": 64, "chunked_prefill": True}
@@ -244,6 +256,13 @@ def test_a_long_run_is_windowed_around_the_violation_and_says_so(tmp_path):
     assert root.get("data-windowed") == "true"
     note = [e.text for e in root.iter(f"{SVG_NS}text") if e.get("class") == "window-note"]
     assert note and f"of 0-{reference['trace'][-1]['tick']} shown" in note[0] and "around tick 150" in note[0]
+    jobs = [{"id": 0, "arrival": 0, "tokens": 120}, {"id": 1, "arrival": 0, "tokens": 1}]
+    run = spec.run(jobs, 1, True)
+    chapter = ET.fromstring(html_report.chapter_svg(run["trace"], run["trace"], focus=100))
+    drawn = {int(e.get("data-tick")) for e in chapter.iter(f"{SVG_NS}rect") if e.get("data-tick") is not None}
+    assert 100 in drawn and len(drawn) <= html_report.MAX_TICKS and min(drawn) > 50
+    assert chapter.get("data-windowed") == "true"
+    assert [e.text for e in chapter.iter(f"{SVG_NS}text") if e.get("class") == "window-note"][0].endswith("around tick 100)")
     short = ET.fromstring(html_report.serving_svg(requests, config, reference["trace"][:10], reference["trace"][:10], 3))
     assert short.get("data-windowed") == "false"
     assert not [e for e in short.iter(f"{SVG_NS}text") if e.get("class") == "window-note"]
