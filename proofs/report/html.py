@@ -351,7 +351,8 @@ def serving_svg(requests, config, expected_trace, actual_trace, focus: int | Non
     if not all_ticks:
         return '<p class="note">(nothing was scheduled)</p>'
     columns, cut = window(all_ticks, focus)
-    ids = sorted({r["id"] for r in requests if isinstance(r, dict) and "id" in r}, key=lambda i: (type(i) is not int, str(i) if type(i) is not int else i))
+    ids = sorted({r["id"] for r in requests if isinstance(r, dict) and "id" in r},
+                 key=lambda i: (type(i) is not int, i if type(i) is int else 0, str(i)))  # ints first, in order
     shown_ids, hidden = ids[:MAX_LANES], max(0, len(ids) - MAX_LANES)
     top = 64
     parts = _header(columns, top - 20)
