@@ -229,6 +229,15 @@ def test_everything_from_the_target_is_escaped():
     joined = "".join(page.text)
     assert "<script>alert(1)</script>" in joined and "\\x00" in joined and "\\x1b" in joined
     assert page.find("article", class_="counterexample")[0]["data-invariant"].startswith("signature<script>")
+    # a parseable input whose result is garbage: the message escaped, and a note instead of a picture
+    cex = {"property": "well_typed", "engine": "hypothesis", "check": "conformance",
+           "input": {"jobs": [{"id": 0, "arrival": 0, "tokens": 1}], "slots": 1, "continuous": True},
+           "input_repr": 'schedule([{"id": 0, "arrival": 0, "tokens": 1}], slots=1, continuous=True)',
+           "message": HOSTILE, "rule": ""}
+    text = html_report.verify_page({"verdict": "fail", "target": "t.py:schedule", "counterexamples": [cex]},
+                                   [{"completed": HOSTILE, "trace": [{"tick": "<i>", "served": None}]}])
+    page = Page(text)
+    assert "<i>" not in text and not svgs(text) and "(no timeline:" in "".join(page.text)
 
 
 def test_a_pass_page_says_pass_with_every_check_finished_and_no_counterexample():
