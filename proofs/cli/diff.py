@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 
-from proofs.cli.paths import output_problem
+from proofs.cli.paths import HTML_HELP, output_problem
 from proofs.report import ci as ci_reports
 from proofs.counterexample import Counterexample
 from proofs.search.differential import Difference, DifferentialSearch
@@ -43,6 +43,7 @@ def add_parsers(commands) -> None:
     diff.add_argument("--policy", default=None, metavar="fcfs|none", help="serving model: fcfs (default) or none")
     diff.add_argument("--json", metavar="PATH")
     ci_reports.add_output_arguments(diff)
+    diff.add_argument("--html", metavar="PATH", help=HTML_HELP)
     diff.set_defaults(handler=run_diff)
 
 
@@ -75,7 +76,7 @@ def run_diff(args: argparse.Namespace) -> int:
     started = time.monotonic()
     if args.budget <= 0 or args.examples < 1:
         return _fail_usage("--budget and --examples must be positive")
-    problem = output_problem({"--json": args.json, "--junit": args.junit, "--sarif": args.sarif}, {})
+    problem = output_problem({"--json": args.json, "--junit": args.junit, "--sarif": args.sarif, "--html": args.html}, {})
     if problem:
         return _fail_usage(problem)
     if args.base is None and (args.old is None or args.new is None):
@@ -141,11 +142,19 @@ def _compare(old: Target, new: Target, args, started: float, model) -> int:
         print("\n\n".join("\n".join(format_difference(d, model)) for d in shown))
         if found.classification == "fix":
             print(f"\nNEW broke no invariant in the {search.calls_tried} calls searched")
-    if args.json or args.junit or args.sarif:
+    if args.json or args.junit or args.sarif or args.html:
+        others = [d for d in search.differences if d is not found]
         report = _write_json(args.json, old.text, new.text, time.monotonic() - started, found, model,
-                             [d for d in search.differences if d is not found], search.calls_tried, symbolic_seconds,
+                             others, search.calls_tried, symbolic_seconds,
                              search.bounds, unfinished=search.unfinished if found is None else ())
         ci_reports.write_outputs(args, "diff", report, new.text)
+        if args.html:
+            from proofs.report import html
+
+            shown = [found] * (found is not None) + others  # the order of report["differences"]
+            results = [(d.old.outcome.result, d.new.outcome.result)
+                       if d.old.outcome.kind == "returned" and d.new.outcome.kind == "returned" else None for d in shown]
+            html.write(args.html, html.diff_page(report, results))
     if found is None and search.unfinished:
         return 2
     return 0 if found is None or found.classification == "fix" else 1

@@ -42,7 +42,7 @@ from proofs.targets import TargetError, parse_target
 
 DEFAULT_OUT = "schedcheck-reports"
 STEPS = ("verify", "diff", "prove")  # verify is one step per engine: verify-hypothesis, verify-crosshair, ...
-REPORT_FILE = re.compile(r"^(verify(-[A-Za-z0-9_]+)?|diff|prove|gate)\.(json|junit\.xml|sarif|log)$")
+REPORT_FILE = re.compile(r"^((verify(-[A-Za-z0-9_]+)?|diff|prove|gate)\.(json|junit\.xml|sarif|log|html)|index\.html)$")
 ENGINE_PACKAGES = {"hypothesis": "hypothesis", "crosshair": "crosshair"}  # engine -> package it needs
 
 EPILOG = """steps, in order:
@@ -54,8 +54,9 @@ EPILOG = """steps, in order:
   prove   the Z3 claims about the spec, when `schedcheck prove` is in this build
           (skipped otherwise, with a line in the summary)
 
-reports, in --out: STEP.json, STEP.junit.xml, STEP.sarif and STEP.log for each step
-that ran, and gate.json with the summary.
+reports, in --out: STEP.json, STEP.junit.xml, STEP.sarif, STEP.html and STEP.log for
+each step that ran, gate.json with the summary, and index.html: the summary as one
+self-contained page linking each step's page (docs/report.md).
 
 rows: about=target for verify and diff (the target's code), about=spec for prove
 (verdict proved or refuted: claims about the spec, the same whatever the target).
@@ -202,7 +203,8 @@ def run_gate(args: argparse.Namespace) -> int:
         steps.append(Step("prove", "skipped", None, "`schedcheck prove` is not in this build", (), 0.0, "spec"))
     else:
         argv = ["prove", "--budget", f"{args.budget:g}"]
-        step = _run_step(args.run_cli, "prove", "prove", argv, out, "spec", save_dir, "Z3 claims about the spec")
+        step = _run_step(args.run_cli, "prove", "prove", argv, out, "spec", save_dir, "Z3 claims about the spec",
+                         seconds_shown=not args.no_seconds)
         spec_verdict = {"pass": "proved", "fail": "refuted"}.get(step.verdict, step.verdict)
         steps.append(step._replace(verdict=spec_verdict, about="spec"))
 
@@ -212,7 +214,11 @@ def run_gate(args: argparse.Namespace) -> int:
     verdict = {0: "pass", 1: "fail"}.get(code) or combine(
         {"proved": "pass", "refuted": "fail"}.get(s.verdict, s.verdict) for s in steps if s.exit_code not in (None, 0))
     print(f"gate: {verdict} (exit {code}); reports in {out}")
-    _write_summary(out, args.target, args.base, verdict, code, steps)
+    data = _write_summary(out, args.target, args.base, verdict, code, steps)
+    from proofs.report import html
+
+    pages = {s.name: os.path.basename(p) for s in steps for p in s.reports if p.endswith(".html")}
+    html.write(os.path.join(out, "index.html"), html.gate_page(data, pages, seconds=not args.no_seconds))
     return code
 
 
@@ -248,12 +254,15 @@ def call_cli(main, argv: list[str]) -> tuple[int, str]:
     return (code if code is not None else 0), buffer.getvalue()
 
 
-def _run_step(run_cli, name: str, kind: str, argv: list[str], out: str, target: str, save_dir: str, detail: str) -> Step:
+def _run_step(run_cli, name: str, kind: str, argv: list[str], out: str, target: str, save_dir: str, detail: str,
+              seconds_shown: bool = True) -> Step:
     json_path = os.path.join(out, f"{name}.json")
     junit_path = os.path.join(out, f"{name}.junit.xml")
     sarif_path = os.path.join(out, f"{name}.sarif")
     log_path = os.path.join(out, f"{name}.log")
-    argv = [*argv, "--json", json_path]
+    html_path = os.path.join(out, f"{name}.html")
+    # verify and diff draw their timelines from the results they hold; prove's page is its JSON report, drawn below
+    argv = [*argv, "--json", json_path] + (["--html", html_path] if kind in ("verify", "diff") else [])
     started = time.monotonic()
     code, printed = call_cli(run_cli, argv)
     seconds = time.monotonic() - started
@@ -273,6 +282,11 @@ def _run_step(run_cli, name: str, kind: str, argv: list[str], out: str, target: 
             report = None
     if report is not None:
         ci_reports.write_reports(kind, report, target, junit_path, sarif_path, save_dir=save_dir, category=name)
+        if kind == "prove":
+            from proofs.report import html
+
+            with contextlib.suppress(ValueError):  # a report without a verdict: no page, the step's row says why
+                html.write(html_path, html.prove_page(report, seconds=seconds_shown))
     else:
         message = printed.strip() or f"schedcheck {name} exited {code} without a report"
         if code in (0, 1):  # it claimed a verdict but left no report: that is an error too
@@ -287,7 +301,7 @@ def _run_step(run_cli, name: str, kind: str, argv: list[str], out: str, target: 
         verdict = report.get("verdict") if report.get("verdict") in (INCOMPLETE, UNKNOWN) else UNKNOWN
     if kind == "verify" and code == 0 and report is not None and report.get("verdict") != "pass":
         verdict, code = UNKNOWN, 2  # exit 0 with a report that is not a pass: not a pass either
-    reports = tuple(p for p in (json_path, junit_path, sarif_path, log_path) if os.path.isfile(p))
+    reports = tuple(p for p in (json_path, junit_path, sarif_path, html_path, log_path) if os.path.isfile(p))
     return Step(name, verdict, code, detail, reports, seconds)
 
 
@@ -313,7 +327,7 @@ def summary(steps: list[Step], seconds: bool = True) -> list[str]:
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *rows]]
 
 
-def _write_summary(out: str, target: str, base: str | None, verdict: str, code: int, steps: list[Step]) -> None:
+def _write_summary(out: str, target: str, base: str | None, verdict: str, code: int, steps: list[Step]) -> dict:
     data = {
         "verdict": verdict,
         "exit_code": code,
@@ -328,3 +342,4 @@ def _write_summary(out: str, target: str, base: str | None, verdict: str, code: 
     with open(os.path.join(out, "gate.json"), "w", encoding="utf-8") as handle:
         json.dump(data, handle, indent=2)
         handle.write("\n")
+    return data

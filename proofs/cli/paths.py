@@ -1,6 +1,6 @@
 """The one rule for every output path of every command, checked before any work is done.
 
-A file option (``--json``, ``--junit``, ``--sarif``, ``replay --pytest``) names a file
+A file option (``--json``, ``--junit``, ``--sarif``, ``--html``, ``replay --pytest``) names a file
 whose folder exists and is writable, and which is not a folder itself; a folder option
 (``--save-dir``, ``--db``, ``gate --out``) names a folder that exists or whose parent
 folder exists and is writable (the folder itself is created).  schedcheck never creates
@@ -15,11 +15,13 @@ from __future__ import annotations
 import os
 
 OUTPUT_PATHS_HELP = """output paths (every command):
-  --json, --junit, --sarif and replay --pytest name a file in a folder that exists;
+  --json, --junit, --sarif, --html and replay --pytest name a file in a folder that exists;
   --save-dir, --db and gate --out name a folder that exists or whose parent exists
   (the folder is created). A missing parent folder is a usage error (exit 2) naming
   the option and the path, reported before any work; only schedcheck's own default
   folders (.schedcheck/, .hypothesis/examples) are created as needed."""
+
+HTML_HELP = "also write the report as one self-contained HTML page (inline CSS and SVG timelines; docs/report.md)"
 
 
 def _parent(path: str) -> str:

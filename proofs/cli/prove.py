@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from proofs.cli.paths import output_problem
+from proofs.cli.paths import HTML_HELP, output_problem
 from proofs.report import ci as ci_reports
 
 HELP_EPILOG = """exit codes:
@@ -59,6 +59,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                         help=f"wall-clock seconds per claim; a claim still running is killed and unknown (default {DEFAULT_BUDGET:g})")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
     ci_reports.add_output_arguments(parser)
+    parser.add_argument("--html", metavar="PATH", help=HTML_HELP)
     parser.add_argument("--mutant", choices=sorted(MUTANTS),
                         help="prove against a deliberately broken step or encoding (the refuted by column names one per row)")
     parser.add_argument("--claims", metavar="SUBSTRING", action="append",
@@ -152,7 +153,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.budget <= 0:
         print(f"schedcheck prove: --budget={args.budget!r}: expected seconds > 0")
         return 2
-    problem = output_problem({"--json": args.json, "--junit": args.junit, "--sarif": args.sarif}, {})
+    problem = output_problem({"--json": args.json, "--junit": args.junit, "--sarif": args.sarif, "--html": args.html}, {})
     if problem:
         print(f"schedcheck: error: {problem}", file=sys.stderr)
         return 2
@@ -167,4 +168,10 @@ def handle(args: argparse.Namespace) -> int:
             handle_.write("\n")
     if args.junit or args.sarif:
         ci_reports.write_outputs(args, "prove", json.loads(json.dumps(as_json(rows), default=str)), None)
+    if args.html:
+        from proofs.report import html
+
+        page = html.prove_page(json.loads(json.dumps(as_json(rows), default=str)), seconds=not args.no_seconds,
+                               mutant=args.mutant)
+        html.write(args.html, page)
     return exit_code(rows)

@@ -7,6 +7,7 @@ import json
 import sys
 
 from proofs import models
+from proofs.cli.paths import HTML_HELP, output_problem
 from proofs.outcomes import exit_code
 
 
@@ -24,6 +25,7 @@ def add_parsers(commands) -> None:
                        help="the policy family: the model's own (fcfs for serving, fifo for the chapter's; the "
                        "default) or none (safety only, for an engine whose policy is not ours)")
     trace.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    trace.add_argument("--html", metavar="PATH", help=HTML_HELP)
     trace.add_argument("--record", metavar="FILE.py:make", help="record a trace from this online target's factory")
     trace.add_argument("--requests", metavar="R.json", help="--record: the requests (jobs for the chapter's model)")
     trace.add_argument("--config", metavar="C.json",
@@ -56,6 +58,8 @@ def run_record(args: argparse.Namespace) -> int:
         return _error("--record needs --requests R.json, --config C.json and -o FILE.jsonl")
     if args.file:
         return _error("--record writes a trace; give it no FILE to check")
+    if args.html or args.json:
+        return _error("--record writes a trace, not a report: --json and --html go with checking one")
     model = args.model or "serving"
     try:
         requests = _read_json(args.requests, "--requests")
@@ -97,15 +101,24 @@ def run_trace(args: argparse.Namespace) -> int:
         return _error("trace: give FILE.jsonl to check, or --record FILE.py:make")
     if args.policy not in (None, "fcfs", "fifo", "none"):
         return _error(f"--policy {args.policy!r}: expected fcfs (serving), fifo (chapter) or none")
+    problem = output_problem({"--json": args.json, "--html": args.html}, {})
+    if problem:
+        return _error(problem)
     try:
         report = check_file(args.file, args.model, args.policy)
     except TraceFileError as error:
         return _error(f"{args.file}: {error}")
     except ValueError as error:
         return _error(str(error))
-    print("\n".join(format_report(args.file, report)))
+    text = format_report(args.file, report)
+    print("\n".join(text))
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"file": args.file, **report.to_json()}, handle, indent=2)
             handle.write("\n")
+    if args.html:
+        from proofs.report import html
+
+        html.write(args.html, html.trace_page(args.file, {"file": args.file, **report.to_json()}, report.window,
+                                              report.lanes, report.config, report.held_before, text))
     return exit_code(report.verdict)

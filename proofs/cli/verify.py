@@ -18,7 +18,7 @@ from proofs.outcomes import FAIL, INCOMPLETE, PASS, UNKNOWN, exit_code
 from proofs.symbolic.bridge import OUTCOMES, ledger
 from proofs.report.text import format_counterexample, summary_line
 from proofs.targets import TargetError, parse_target
-from proofs.cli.paths import OUTPUT_PATHS_HELP, output_problem
+from proofs.cli.paths import HTML_HELP, OUTPUT_PATHS_HELP, output_problem
 
 ENGINES = ("hypothesis", "crosshair")  # the engines of `verify --engine`, in the order `all` runs them
 SAVED_DIR = os.path.join(".schedcheck", "counterexamples")
@@ -93,6 +93,7 @@ def add_parsers(commands) -> None:
     verify.add_argument("--seed", type=int, default=None, help="make the search repeatable")
     verify.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     ci_reports.add_output_arguments(verify)
+    verify.add_argument("--html", metavar="PATH", help=HTML_HELP)
     verify.add_argument("--all", action="store_true", help="go on after the first counterexample")
     verify.add_argument(
         "--invariant", action="append", metavar="NAME",
@@ -172,7 +173,7 @@ def run_verify(args: argparse.Namespace) -> int:
         if value is not None and not value > 0:
             return _fail_usage(f"{option}={value:g}: expected {rule}")
     problem = output_problem(
-        {"--json": args.json, "--junit": args.junit, "--sarif": args.sarif},
+        {"--json": args.json, "--junit": args.junit, "--sarif": args.sarif, "--html": args.html},
         {"--save-dir": None if args.save_dir == SAVED_DIR else args.save_dir,
          "--db": None if args.db in (None, "none") or "://" in args.db else args.db},
     )
@@ -312,10 +313,14 @@ def run_verify(args: argparse.Namespace) -> int:
     if flaky:
         line += f"; {len(flaky)} flaky failure{'s' if len(flaky) > 1 else ''} not counted (they did not reproduce)"
     print(line)
-    if args.json or args.junit or args.sarif:
+    if args.json or args.junit or args.sarif or args.html:
         report = _write_json(args.json, verdict, target.text, time.monotonic() - started, [cex for cex, _ in found],
                              contracts, checks, needed, model, flaky, coverage(calls, bounds, statistics))
         ci_reports.write_outputs(args, "verify", report, target.text)
+        if args.html:
+            from proofs.report import html
+
+            html.write(args.html, html.verify_page(report, [actual for _, actual in found], args.save_dir, line, online))
     return exit_code(verdict)
 
 

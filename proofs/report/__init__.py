@@ -1,1 +1,1 @@
-"""Reports: the text counterexample report and timeline, and the JSON, JUnit and SARIF files CI systems read."""
+"""Reports: the text counterexample report and timeline, the JSON, JUnit and SARIF files CI systems read, and the HTML page."""

@@ -38,6 +38,10 @@ class TraceReport(NamedTuple):
     line: int | None  # the line of the entry during which it was found (None: at the end)
     also: tuple  # the other invariants broken in that entry, registry order
     timeline: list  # the picture's lines
+    window: tuple = ()  # the entries the picture draws (the HTML report draws them as SVG)
+    held_before: int = 0  # KV blocks held before the first of them
+    lanes: tuple = ()  # serving: the header's records of the requests drawn ({"id", "arrival", "prompt", "output"})
+    config: dict | None = None  # serving: the header's config
 
     def to_json(self) -> dict:
         """The ``--json`` report."""
@@ -107,6 +111,18 @@ class _ServingStream:
         self.replay.check_totals(totals)
         return None
 
+    def lanes(self, window: list, ids: tuple) -> tuple:
+        """The records of the requests the picture draws (the first ``MAX_LANES`` met in the window), by id."""
+        seen = list(dict.fromkeys(ids))
+        for entry in window:
+            for key in ("scheduled", "freed", "allocated"):
+                seen += [pair[0] for pair in entry[key]]
+            for key in ("preempted", "aborted", "finished"):
+                seen += list(entry[key])
+        lanes = list(dict.fromkeys(i for i in seen if i in self.by_id))
+        return tuple({"id": i, "arrival": self.by_id[i].arrival, "prompt": self.by_id[i].prompt,
+                      "output": self.by_id[i].output} for i in sorted(lanes[:MAX_LANES]))
+
     def timeline(self, window: list, focus: int | None, ids: tuple, held_before: int) -> list[str]:
         from proofs.report.serving_timeline import render
 
@@ -152,6 +168,9 @@ class _ChapterStream:
 
     def held(self) -> int:
         return 0
+
+    def lanes(self, window: list, ids: tuple) -> tuple:
+        return ()
 
     def end(self, totals: dict | None) -> Violation | None:
         self.replay.end()
@@ -235,7 +254,7 @@ def check_file(path: str, model: str | None = None, policy: str | None = None,
         elif stream.replay.found:
             violation, also = _first(stream.replay.found, stream.names)
             line = None
-    timeline = []
+    timeline, shown, lanes = [], [], ()
     if violation is not None:
         ahead = []
         if line is not None:
@@ -250,8 +269,14 @@ def check_file(path: str, model: str | None = None, policy: str | None = None,
         except Exception:  # entries after the failing one may be malformed: draw what came before
             shown = [entry for entry, _ in window]
             timeline = stream.timeline(shown, violation.tick, violation.ids, held_before) if shown else []
+        try:
+            lanes = stream.lanes(shown, violation.ids)
+        except Exception:  # malformed entries after the failing one: the lanes of what came before
+            shown = [entry for entry, _ in window]
+            lanes = stream.lanes(shown, violation.ids)
     verdict = "fail" if violation is not None else "pass"
-    return TraceReport(verdict, name, policy, entries, last_tick, violation, line, also, timeline)
+    return TraceReport(verdict, name, policy, entries, last_tick, violation, line, also, timeline,
+                       tuple(shown), held_before, lanes, getattr(stream, "raw_config", None))
 
 
 def format_report(path: str, report: TraceReport) -> list[str]:
