@@ -66,6 +66,7 @@ def load_callable(target: Target) -> Callable:
             sys.path.insert(0, os.path.dirname(target.path))
             spec.loader.exec_module(module)
         else:
+            _forget_appended_dot()
             if target.root is not None:
                 sys.path.insert(0, target.root)
                 package = target.module.partition(".")[0]
@@ -82,6 +83,18 @@ def load_callable(target: Target) -> Callable:
         where = os.path.relpath(target.path) if target.path is not None else target.module
         raise TargetError(f"target {target.text!r}: no function {target.function!r} in {where}{_did_you_mean(target, module)}")
     return getattr(module, target.function)
+
+
+def _forget_appended_dot() -> None:
+    """Drop the relative ``"."`` that ``hypothesis.extra.cli`` appends to sys.path on import.
+
+    HypoFuzz's Hypothesis entry point imports that module, so with HypoFuzz installed a module
+    name would otherwise resolve against the working directory, which the installed
+    ``schedcheck`` script never searches. Every entry Python itself puts on sys.path is
+    absolute, so a literal ``"."`` can only have been appended at run time.
+    """
+    if "hypothesis.extra.cli" in sys.modules:
+        sys.path[:] = [entry for entry in sys.path if entry != "."]
 
 
 def _did_you_mean(target: Target, module) -> str:
