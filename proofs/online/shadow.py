@@ -149,6 +149,16 @@ class ServingShadow:
                           "which the harness has not added", tick)
         return row
 
+    def _give_back(self, request_id, blocks) -> None:
+        """Take ``blocks`` out of what ``request_id`` holds (the ones it holds; the oracle judges the rest)."""
+        row = self.rows.get(request_id)
+        if row is not None:
+            for block in blocks:
+                if block in row.blocks:
+                    row.blocks.remove(block)
+                    if self.owner.get(block) == request_id:
+                        del self.owner[block]
+
     def apply(self, tick: int, entry: dict) -> dict:
         """Follow one well-shaped entry at the harness's ``tick``; return it as the trace records it."""
         plain = plain_entry(tick, entry)
@@ -203,6 +213,9 @@ class ServingShadow:
                 row.generated += 1
                 if row.first_token is None:
                     row.first_token = tick + 1
+        for request_id, blocks in plain["freed"]:  # what the aborted and preempted give back goes first:
+            if request_id in done_now:              # one re-admitted in this tick may get the same ids again
+                self._give_back(request_id, blocks)
         for request_id, blocks in plain["allocated"]:
             row = self.rows.get(request_id)
             if row is not None:
@@ -228,17 +241,12 @@ class ServingShadow:
             self.useful += row.request.work
             self.ended.append((request_id, FINISHED))
         for request_id, blocks in plain["freed"]:
-            row = self.rows.get(request_id)
-            if row is not None:
-                for block in blocks:
-                    if block in row.blocks:
-                        row.blocks.remove(block)
-                        if self.owner.get(block) == request_id:
-                            del self.owner[block]
+            if request_id not in done_now:
+                self._give_back(request_id, blocks)
         size = self.config.block_size
         for request_id in set(plain["aborted"]) | set(plain["preempted"]) | set(plain["finished"]):
             row = self.rows.get(request_id)
-            if row is not None and row.blocks:
+            if row is not None and row.blocks and row.status != RUNNING:  # not re-admitted in this tick
                 self._problem("kv_exact", f"request {request_id} left the running list in tick {tick} but freed "
                               f"does not give back its blocks {row.blocks}: a leak", tick)
         for request_id, _ in plain["scheduled"]:

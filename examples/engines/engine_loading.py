@@ -1,0 +1,58 @@
+"""Loads a third-party scheduler's own modules from its installed files without running its package's ``__init__``.
+
+The engines checked here (nano-vllm, vidur) import torch, transformers or scikit-learn
+in their package ``__init__`` files, though their schedulers are plain Python.  A
+package registered with ``bare_package`` has its installed ``__path__`` but its
+``__init__`` never runs, so ``importlib.import_module("pkg.sub.module")`` then runs
+exactly that module's file (and what it imports) from the installed wheel.  Nothing of
+the engine is copied here; a module that is already imported is used as it is.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import types
+
+
+class EngineMissing(ImportError):
+    """The engine's package is not installed (``pip install --no-deps`` it: see docs/engines.md)."""
+
+
+def bare_package(name: str) -> types.ModuleType:
+    """The package ``name`` registered with its installed ``__path__``, its ``__init__`` not run."""
+    if name in sys.modules:
+        return sys.modules[name]
+    parent, _, leaf = name.rpartition(".")
+    if parent and parent not in sys.modules:
+        bare_package(parent)
+    found = importlib.util.find_spec(name)
+    if found is None or not found.submodule_search_locations:
+        raise EngineMissing(f"package {name!r} is not installed: see docs/engines.md for the pinned install command")
+    module = types.ModuleType(name)
+    module.__path__ = list(found.submodule_search_locations)
+    module.__package__ = name
+    module.__file__ = None
+    sys.modules[name] = module
+    if parent:
+        setattr(sys.modules[parent], leaf, module)
+    return module
+
+
+def stub_module(name: str, **attributes) -> types.ModuleType:
+    """A module ``name`` with only ``attributes``, registered unless the real one is already imported."""
+    if name in sys.modules:
+        return sys.modules[name]
+    module = types.ModuleType(name)
+    module.__dict__.update(attributes)
+    sys.modules[name] = module
+    parent, _, leaf = name.rpartition(".")
+    if parent in sys.modules:
+        setattr(sys.modules[parent], leaf, module)
+    return module
+
+
+def load(name: str) -> types.ModuleType:
+    """Import the module ``name`` from its installed file (its packages already registered)."""
+    return importlib.import_module(name)
