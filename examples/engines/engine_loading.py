@@ -11,6 +11,7 @@ the engine is copied here; a module that is already imported is used as it is.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
 import types
@@ -34,6 +35,7 @@ def bare_package(name: str) -> types.ModuleType:
     module.__path__ = list(found.submodule_search_locations)
     module.__package__ = name
     module.__file__ = None
+    module.__spec__ = found  # its own spec (find_spec on it answers), though its loader never ran
     sys.modules[name] = module
     if parent:
         setattr(sys.modules[parent], leaf, module)
@@ -45,6 +47,7 @@ def stub_module(name: str, **attributes) -> types.ModuleType:
     if name in sys.modules:
         return sys.modules[name]
     module = types.ModuleType(name)
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None)
     module.__dict__.update(attributes)
     sys.modules[name] = module
     parent, _, leaf = name.rpartition(".")
