@@ -59,3 +59,37 @@ def stub_module(name: str, **attributes) -> types.ModuleType:
 def load(name: str) -> types.ModuleType:
     """Import the module ``name`` from its installed file (its packages already registered)."""
     return importlib.import_module(name)
+
+
+TALLY_VARIABLE = "SCHEDCHECK_ENGINE_TALLY"
+
+
+class Tally:
+    """Counts of engines made, requests added and steps run in this process, appended to ``$SCHEDCHECK_ENGINE_TALLY`` at exit.
+
+    Unset, it counts in memory only.  A process the harness kills (a hang, a crash)
+    writes nothing, so the sum over a run's lines is a lower bound."""
+
+    def __init__(self, engine: str) -> None:
+        self.engine = engine
+        self.counts = {"makes": 0, "requests": 0, "steps": 0}
+        self._registered = False
+
+    def add(self, what: str) -> None:
+        """Count one ``what`` (makes, requests, steps)."""
+        self.counts[what] += 1
+        if not self._registered:
+            import os
+
+            path = os.environ.get(TALLY_VARIABLE)
+            if path:
+                import atexit
+
+                atexit.register(self._write, path)
+            self._registered = True
+
+    def _write(self, path: str) -> None:
+        import json
+
+        with open(path, "a") as handle:
+            handle.write(json.dumps(dict(self.counts, engine=self.engine)) + "\n")

@@ -45,7 +45,9 @@ The mapping (each an assumption, stated in docs/engines.md too):
   block tables of the sequences that hold blocks.
 
 Bounds: one engine per ``make`` (the global ``Sequence.counter`` is reset there, so ids
-repeat across examples as they would in a fresh process).
+repeat across examples as they would in a fresh process).  With
+``$SCHEDCHECK_ENGINE_TALLY`` naming a file, each process appends its counts of engines
+made, requests added and steps run at exit (``engine_loading.Tally``).
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ import itertools
 import types
 
 import engine_loading
+
+TALLIES: dict = {}  # package -> engine_loading.Tally
 
 
 def load(package: str) -> types.SimpleNamespace:
@@ -73,6 +77,8 @@ class NanoVLLMAdapter:
 
     def __init__(self, config: dict, package: str) -> None:
         modules = load(package)
+        self._tally = TALLIES.setdefault(package, engine_loading.Tally(package))
+        self._tally.add("makes")
         self._Sequence = modules.sequence.Sequence
         self._SamplingParams = modules.sampling.SamplingParams
         self._Sequence.block_size = config["block_size"]
@@ -88,6 +94,7 @@ class NanoVLLMAdapter:
 
     def add_request(self, request: dict) -> None:
         """Queue ``request`` as a Sequence of ``prompt`` distinct tokens that generates ``output`` tokens."""
+        self._tally.add("requests")
         prompt = [next(self._tokens) for _ in range(request["prompt"])]
         seq = self._Sequence(prompt, self._SamplingParams(max_tokens=request["output"], ignore_eos=True))
         self._seqs[request["id"]] = seq
@@ -120,6 +127,7 @@ class NanoVLLMAdapter:
 
     def step(self) -> dict:
         """Apply the due aborts, run ``schedule()`` and ``postprocess()`` with fake tokens; the tick's entry."""
+        self._tally.add("steps")
         aborted = self._abort_due()
         entry = {"scheduled": [], "preempted": [], "aborted": aborted, "finished": [], "blocks": self._tables()}
         if self.scheduler.is_finished():

@@ -50,6 +50,8 @@ The mapping (each an assumption, stated in docs/engines.md too):
 - vidur has no abort: ``abort(id)`` is the adapter's, applied at the start of the next
   step (the request leaves the request queue and the running list, and ``free`` gives
   its blocks back);
+- with ``$SCHEDCHECK_ENGINE_TALLY`` naming a file, each process appends its counts of
+  engines made, requests added and steps run at exit (``engine_loading.Tally``);
 - ``view()``: ``waiting`` is vidur's request queue, ``running`` the requests holding
   blocks, ``blocks`` their tables.
 """
@@ -66,6 +68,7 @@ SCHEDULERS = {
     "sarathi": ("vidur.scheduler.replica_scheduler.sarathi_replica_scheduler", "SarathiReplicaScheduler"),
     "orca": ("vidur.scheduler.replica_scheduler.orca_replica_scheduler", "OrcaReplicaScheduler"),
 }
+TALLIES: dict = {}  # kind -> engine_loading.Tally
 WATERMARK_BLOCKS_FRACTION = 0.01  # vidur 0.0.9's default (BaseReplicaSchedulerConfig)
 
 
@@ -120,6 +123,8 @@ class VidurAdapter:
 
     def __init__(self, config: dict, kind: str) -> None:
         modules = load(kind)
+        self._tally = TALLIES.setdefault(kind, engine_loading.Tally("vidur_" + kind))
+        self._tally.add("makes")
         for entity in (modules.Request, modules.Batch, modules.BatchStage):
             entity._id = -1  # vidur's global id counters, as in a fresh process
         self._Request = modules.Request
@@ -143,6 +148,7 @@ class VidurAdapter:
 
     def add_request(self, request: dict) -> None:
         """Queue ``request`` as a vidur Request."""
+        self._tally.add("requests")
         vidur_request = self._Request(request["arrival"], request["prompt"], request["output"])
         self._requests[request["id"]] = vidur_request
         self._ids[vidur_request.id] = request["id"]
@@ -192,6 +198,7 @@ class VidurAdapter:
 
     def step(self) -> dict:
         """Apply the due aborts, then one iteration of vidur's events at the adapter's time; the tick's entry."""
+        self._tally.add("steps")
         freed, allocated = [], []
         entry = {"scheduled": [], "preempted": [], "aborted": self._abort_due(freed), "finished": [],
                  "freed": freed, "allocated": allocated}
