@@ -8,6 +8,7 @@ slow.
 """
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -215,3 +216,18 @@ def test_verify_reports_each_engine(name, expected):
     done = subprocess.run(command, capture_output=True, text=True, timeout=240, cwd=ROOT)
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     assert f"FAIL {expected} " in done.stdout
+
+
+COUNTEREXAMPLES = os.path.join(ENGINES, "counterexamples")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", sorted(os.listdir(COUNTEREXAMPLES)))
+def test_every_reported_counterexample_replays(path):
+    adapter(path.split("-")[0])
+    with open(os.path.join(COUNTEREXAMPLES, path)) as handle:
+        wanted = json.load(handle)["property"]
+    done = subprocess.run([sys.executable, "-m", "proofs.cli", "replay", os.path.join(COUNTEREXAMPLES, path)],
+                          capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stdout.startswith(f"FAIL {wanted} "), done.stdout[:500]

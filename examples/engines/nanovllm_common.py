@@ -75,8 +75,7 @@ def load(package: str) -> types.SimpleNamespace:
 class NanoVLLMAdapter:
     """nano-vllm's ``Scheduler`` behind add_request, abort, step() -> entry and view()."""
 
-    def __init__(self, config: dict, package: str) -> None:
-        modules = load(package)
+    def __init__(self, config: dict, modules: types.SimpleNamespace, package: str) -> None:
         self._tally = TALLIES.setdefault(package, engine_loading.Tally(package))
         self._tally.add("makes")
         self._Sequence = modules.sequence.Sequence

@@ -7,11 +7,12 @@ running deque, preemption from its front); no request here is a CFG pair
 mapping are ``nanovllm_common``'s (read its docstring).
 """
 
-from nanovllm_common import NanoVLLMAdapter
+from nanovllm_common import NanoVLLMAdapter, load
 
 PACKAGE = "nanovllm"
+MODULES = load(PACKAGE)  # the engine's modules, imported once, as an adapter imports its engine
 
 
 def make(config):
     """A fresh nano-vllm-fork scheduler for the serving ``config``, behind the online protocol."""
-    return NanoVLLMAdapter(config, PACKAGE)
+    return NanoVLLMAdapter(config, MODULES, PACKAGE)

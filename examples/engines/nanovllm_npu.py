@@ -5,11 +5,12 @@ Install: ``pip install --no-deps nano-vllm-npu==0.0.2`` plus numpy and xxhash (t
 loading and its mapping are ``nanovllm_common``'s (read its docstring).
 """
 
-from nanovllm_common import NanoVLLMAdapter
+from nanovllm_common import NanoVLLMAdapter, load
 
 PACKAGE = "nanovllmnpu"
+MODULES = load(PACKAGE)  # the engine's modules, imported once, as an adapter imports its engine
 
 
 def make(config):
     """A fresh nano-vllm-npu scheduler for the serving ``config``, behind the online protocol."""
-    return NanoVLLMAdapter(config, PACKAGE)
+    return NanoVLLMAdapter(config, MODULES, PACKAGE)

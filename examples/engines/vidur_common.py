@@ -121,8 +121,7 @@ def load(kind: str) -> types.SimpleNamespace:
 class VidurAdapter:
     """A vidur replica scheduler behind add_request, abort, step() -> entry and view()."""
 
-    def __init__(self, config: dict, kind: str) -> None:
-        modules = load(kind)
+    def __init__(self, config: dict, modules: types.SimpleNamespace, kind: str) -> None:
         self._tally = TALLIES.setdefault(kind, engine_loading.Tally("vidur_" + kind))
         self._tally.add("makes")
         for entity in (modules.Request, modules.Batch, modules.BatchStage):

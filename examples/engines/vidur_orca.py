@@ -5,9 +5,11 @@ else).  The adapter, its loading, its stubs and its mapping are ``vidur_common``
 (read its docstring).
 """
 
-from vidur_common import VidurAdapter
+from vidur_common import VidurAdapter, load
+
+MODULES = load("orca")  # the engine's modules, imported once, as an adapter imports its engine
 
 
 def make(config):
     """A fresh vidur Orca-style replica scheduler for the serving ``config``, behind the online protocol."""
-    return VidurAdapter(config, "orca")
+    return VidurAdapter(config, MODULES, "orca")

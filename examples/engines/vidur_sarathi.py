@@ -5,9 +5,11 @@ else).  The adapter, its loading, its stubs and its mapping are ``vidur_common``
 (read its docstring).
 """
 
-from vidur_common import VidurAdapter
+from vidur_common import VidurAdapter, load
+
+MODULES = load("sarathi")  # the engine's modules, imported once, as an adapter imports its engine
 
 
 def make(config):
     """A fresh vidur Sarathi-style replica scheduler for the serving ``config``, behind the online protocol."""
-    return VidurAdapter(config, "sarathi")
+    return VidurAdapter(config, MODULES, "sarathi")

@@ -5,9 +5,11 @@ else).  The adapter, its loading, its stubs and its mapping are ``vidur_common``
 (read its docstring).
 """
 
-from vidur_common import VidurAdapter
+from vidur_common import VidurAdapter, load
+
+MODULES = load("vllm")  # the engine's modules, imported once, as an adapter imports its engine
 
 
 def make(config):
     """A fresh vidur vLLM-style replica scheduler for the serving ``config``, behind the online protocol."""
-    return VidurAdapter(config, "vllm")
+    return VidurAdapter(config, MODULES, "vllm")
