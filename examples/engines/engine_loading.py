@@ -65,31 +65,38 @@ TALLY_VARIABLE = "SCHEDCHECK_ENGINE_TALLY"
 
 
 class Tally:
-    """Counts of engines made, requests added and steps run in this process, appended to ``$SCHEDCHECK_ENGINE_TALLY`` at exit.
+    """Counts of engines made, requests added and steps run in this process, appended to ``$SCHEDCHECK_ENGINE_TALLY``.
 
-    Unset, it counts in memory only.  A process the harness kills (a hang, a crash)
-    writes nothing, so the sum over a run's lines is a lower bound."""
+    Unset, it counts in memory only.  Set, the counts since the last line are appended
+    as one JSON line at every ``make`` (and at a clean exit).  The harness kills its
+    children with SIGKILL, so the last engine of each child is not written: the sum
+    over a run's lines is a lower bound."""
 
     def __init__(self, engine: str) -> None:
+        import os
+
         self.engine = engine
         self.counts = {"makes": 0, "requests": 0, "steps": 0}
-        self._registered = False
+        self.pending = dict(self.counts)
+        self.path = os.environ.get(TALLY_VARIABLE)
+        if self.path:
+            import atexit
+
+            atexit.register(self.flush)
 
     def add(self, what: str) -> None:
-        """Count one ``what`` (makes, requests, steps)."""
+        """Count one ``what`` (makes, requests, steps); a make first writes what the engine before it ran."""
+        if what == "makes":
+            self.flush()
         self.counts[what] += 1
-        if not self._registered:
-            import os
+        self.pending[what] += 1
 
-            path = os.environ.get(TALLY_VARIABLE)
-            if path:
-                import atexit
-
-                atexit.register(self._write, path)
-            self._registered = True
-
-    def _write(self, path: str) -> None:
+    def flush(self) -> None:
+        """Append the counts since the last line, if any and if the variable names a file."""
+        if not self.path or not any(self.pending.values()):
+            return
         import json
 
-        with open(path, "a") as handle:
-            handle.write(json.dumps(dict(self.counts, engine=self.engine)) + "\n")
+        with open(self.path, "a") as handle:
+            handle.write(json.dumps(dict(self.pending, engine=self.engine)) + "\n")
+        self.pending = dict.fromkeys(self.pending, 0)
