@@ -97,6 +97,18 @@ def test_a_request_preempted_and_readmitted_in_one_tick_may_get_its_freed_blocks
     assert result["recomputed_tokens"] == 2 and result["requests"][0]["preemptions"] == 1
 
 
+def test_a_request_preempted_readmitted_and_finished_in_one_tick_gives_back_both_lists():
+    requests = [{"id": 0, "arrival": 0, "prompt": 2, "output": 2}]
+    entries = [
+        {"scheduled": [[0, 2]], "preempted": [], "aborted": [], "freed": [], "allocated": [[0, [0]]], "finished": []},
+        {"scheduled": [[0, 3]], "preempted": [0], "aborted": [], "freed": [[0, [0]], [0, [0, 1]]],
+         "allocated": [[0, [0, 1]]], "finished": [0]},
+    ]
+    result = drive(Scripted(entries), requests, REQUEUED_CONFIG)
+    assert "stopped" not in result
+    assert serving.check(requests, REQUEUED_CONFIG, result, policy="none") == []
+
+
 def test_a_preempted_request_that_keeps_its_blocks_is_still_a_leak():
     result = drive(Scripted(requeued_entries(freed_on_preemption=False)), REQUEUED, REQUEUED_CONFIG)
     assert result["stopped"]["invariant"] == "kv_exclusive" or result["stopped"]["invariant"] == "kv_exact"

@@ -213,9 +213,14 @@ class ServingShadow:
                 row.generated += 1
                 if row.first_token is None:
                     row.first_token = tick + 1
-        for request_id, blocks in plain["freed"]:  # what the aborted and preempted give back goes first:
-            if request_id in done_now:              # one re-admitted in this tick may get the same ids again
-                self._give_back(request_id, blocks)
+        # what the aborted and preempted held before this tick is given back first, so that one re-admitted
+        # in this tick may get the same ids again; every other freed id is given back after the allocations
+        unfreed = [[request_id, list(blocks)] for request_id, blocks in plain["freed"]]
+        for pair in unfreed:
+            if pair[0] in done_now and pair[0] in self.rows:
+                held = list(self.rows[pair[0]].blocks)
+                pair[1], early = [b for b in pair[1] if b not in held], [b for b in pair[1] if b in held]
+                self._give_back(pair[0], early)
         for request_id, blocks in plain["allocated"]:
             row = self.rows.get(request_id)
             if row is not None:
@@ -240,9 +245,8 @@ class ServingShadow:
             row.status, row.finish = FINISHED, tick + 1
             self.useful += row.request.work
             self.ended.append((request_id, FINISHED))
-        for request_id, blocks in plain["freed"]:
-            if request_id not in done_now:
-                self._give_back(request_id, blocks)
+        for request_id, blocks in unfreed:
+            self._give_back(request_id, blocks)
         size = self.config.block_size
         for request_id in set(plain["aborted"]) | set(plain["preempted"]) | set(plain["finished"]):
             row = self.rows.get(request_id)
