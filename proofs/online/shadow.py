@@ -149,6 +149,16 @@ class ServingShadow:
                           "which the harness has not added", tick)
         return row
 
+    def _give_back(self, request_id, blocks) -> None:
+        """Take ``blocks`` out of what ``request_id`` holds (the ones it holds; the oracle judges the rest)."""
+        row = self.rows.get(request_id)
+        if row is not None:
+            for block in blocks:
+                if block in row.blocks:
+                    row.blocks.remove(block)
+                    if self.owner.get(block) == request_id:
+                        del self.owner[block]
+
     def apply(self, tick: int, entry: dict) -> dict:
         """Follow one well-shaped entry at the harness's ``tick``; return it as the trace records it."""
         plain = plain_entry(tick, entry)
@@ -203,6 +213,14 @@ class ServingShadow:
                 row.generated += 1
                 if row.first_token is None:
                     row.first_token = tick + 1
+        # what the aborted and preempted held before this tick is given back first, so that one re-admitted
+        # in this tick may get the same ids again; every other freed id is given back after the allocations
+        unfreed = [[request_id, list(blocks)] for request_id, blocks in plain["freed"]]
+        for pair in unfreed:
+            if pair[0] in done_now and pair[0] in self.rows:
+                held = list(self.rows[pair[0]].blocks)
+                pair[1], early = [b for b in pair[1] if b not in held], [b for b in pair[1] if b in held]
+                self._give_back(pair[0], early)
         for request_id, blocks in plain["allocated"]:
             row = self.rows.get(request_id)
             if row is not None:
@@ -227,18 +245,12 @@ class ServingShadow:
             row.status, row.finish = FINISHED, tick + 1
             self.useful += row.request.work
             self.ended.append((request_id, FINISHED))
-        for request_id, blocks in plain["freed"]:
-            row = self.rows.get(request_id)
-            if row is not None:
-                for block in blocks:
-                    if block in row.blocks:
-                        row.blocks.remove(block)
-                        if self.owner.get(block) == request_id:
-                            del self.owner[block]
+        for request_id, blocks in unfreed:
+            self._give_back(request_id, blocks)
         size = self.config.block_size
         for request_id in set(plain["aborted"]) | set(plain["preempted"]) | set(plain["finished"]):
             row = self.rows.get(request_id)
-            if row is not None and row.blocks:
+            if row is not None and row.blocks and row.status != RUNNING:  # not re-admitted in this tick
                 self._problem("kv_exact", f"request {request_id} left the running list in tick {tick} but freed "
                               f"does not give back its blocks {row.blocks}: a leak", tick)
         for request_id, _ in plain["scheduled"]:
