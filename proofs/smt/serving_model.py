@@ -73,6 +73,7 @@ MUTANTS = {
     "recompute_not_counted": "a preemption does not add the given-back tokens to the recomputed ledger",
     "start_resets": "a resumed request's start is set again at its new admission",
     "allocate_one_less": "a running request that grows takes one block fewer than it needs",
+    "floor_blocks": "blocks_for rounds down (floor) instead of up",
     "drop_feasible_pool": "the encoding drops the domain rule that a request's peak need fits the pool",
     "drop_feasible_budget": "the encoding drops the rule that without chunking prompt + output - 1 <= token_budget",
 }
@@ -178,6 +179,10 @@ def zmin(a, b):
     return z3.If(a <= b, a, b)
 
 
+def zmax(a, b):
+    return z3.If(a >= b, a, b)
+
+
 def waiting(s: Vars, i: int) -> z3.BoolRef:
     return s.st[i] == WAITING
 
@@ -231,8 +236,8 @@ def domain(inp: Inputs, mutant: str | None = None) -> list:
 def blocks_axioms(inp: Inputs, args) -> list:
     """The properties of blocks_for that the proofs use, instantiated at the given argument terms.
 
-    For every argument t: blk(t) >= 0, blk(t) = 0 when t <= 0, 1 <= blk(t) <= t when
-    t >= 1; for every pair: t1 <= t2 implies blk(t1) <= blk(t2)."""
+    For every argument t >= 0: blk(t) >= 0, blk(0) = 0, 1 <= blk(t) <= t when t >= 1;
+    for every pair: 0 <= t1 <= t2 implies blk(t1) <= blk(t2)."""
     args = list(dict.fromkeys(args, None))
     uniq = []
     seen = set()
@@ -244,11 +249,11 @@ def blocks_axioms(inp: Inputs, args) -> list:
     ax = []
     for t in uniq:
         q = inp.blk(t)
-        ax += [q >= 0, z3.Implies(t <= 0, q == 0), z3.Implies(t >= 1, z3.And(q >= 1, q <= t))]
+        ax += [z3.Implies(t >= 0, q >= 0), z3.Implies(t == 0, q == 0), z3.Implies(t >= 1, z3.And(q >= 1, q <= t))]
     for x in uniq:
         for y in uniq:
             if x.get_id() != y.get_id():
-                ax.append(z3.Implies(x <= y, inp.blk(x) <= inp.blk(y)))
+                ax.append(z3.Implies(z3.And(0 <= x, x <= y), inp.blk(x) <= inp.blk(y)))
     return ax
 
 
@@ -324,9 +329,10 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
     # steps 2-3: aborts and the idle jump
     jump = z3.And(z3.Not(_any(aborting(i, s.clock) for i in idx)), z3.Not(_any(running(s, i) for i in idx)),
                   z3.Not(_any(z3.And(waiting(s, i), inp.arr[i] <= s.clock) for i in idx)))
-    earliest = z3.Int(f"earliest_{tag}")
-    defs += [z3.Implies(jump, _all(z3.Implies(waiting(s, i), earliest <= inp.arr[i]) for i in idx)),
-             z3.Implies(jump, _any(z3.And(waiting(s, i), earliest == inp.arr[i]) for i in idx))]
+    # in a jump nothing waiting has arrived, so nothing preempted waits: the earliest arrival is the lowest index's
+    earliest = z3.IntVal(0)
+    for i in reversed(idx):
+        earliest = z3.If(waiting(s, i), inp.arr[i], earliest)
     tick = s.clock if mutant == "no_jump" else z3.If(jump, earliest, s.clock)
     leave = tuple(aborting(i, tick) for i in idx)
     run1 = tuple(z3.And(running(s, i), z3.Not(leave[i])) for i in idx)
@@ -335,17 +341,17 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
     # step 4: the running pass
     budget = inp.budget + (1 if mutant == "budget_plus_one" else 0)
     pool = inp.num_blocks + (1 if mutant == "pool_plus_one" else 0)
-    n_run = tuple(z3.Int(f"nrun{i}_{tag}") for i in idx)
-    extra = tuple(z3.Int(f"extra{i}_{tag}") for i in idx)
-    block_args = []
+    # greedy min(known - computed, budget left): budget left before r is max(0, budget - the needs before r)
+    n_run, extra, block_args = [], [], []
     for i in idx:
-        before = total(z3.If(z3.And(run1[j], s.rr[j] < s.rr[i]), n_run[j], 0) for j in idx if j != i)
+        before = total(z3.If(z3.And(run1[j], s.rr[j] < s.rr[i]), known(inp, s, j) - s.c[j], 0) for j in idx if j != i)
         need = known(inp, s, i) - s.c[i]
-        defs.append(n_run[i] == z3.If(run1[i], zmin(need, budget - before), 0))
+        n_run.append(z3.If(run1[i], zmin(need, zmax(0, budget - before)), 0))
         grow = s.c[i] + n_run[i]
         block_args.append(grow)
         want = inp.blk(grow) - s.b[i] - (1 if mutant == "allocate_one_less" else 0)
-        defs.append(extra[i] == z3.If(z3.And(run1[i], n_run[i] != 0, want > 0), want, 0))
+        extra.append(z3.If(z3.And(run1[i], n_run[i] != 0, want > 0), want, 0))
+    n_run, extra = tuple(n_run), tuple(extra)
     kept = []
     for i in idx:
         upto = total(z3.If(z3.And(run1[j], s.rr[j] <= s.rr[i]), s.b[j] + extra[j], 0) for j in idx)
@@ -358,20 +364,27 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
     running1 = count(kept)
 
     # step 5: the waiting pass (FCFS, no skipping), only when nobody was preempted
-    n_adm = tuple(z3.Int(f"nadm{i}_{tag}") for i in idx)
+    # each waiting request's chunk given that every one before it in the queue was admitted
+    firsts, n_adm, lefts = [], [], []
+    for j in idx:
+        first = [(m, z3.And(wait1[m], s.wr[m] < s.wr[j])) for m in idx if m != j]
+        firsts.append(first)
+        left = zmax(0, budget1 - total(z3.If(f, known(inp, s, m), 0) for m, f in first))
+        lefts.append(left)
+        kn = known(inp, s, j)
+        n_adm.append(z3.If(inp.chunked, zmin(kn, left), kn))
+    n_adm = tuple(n_adm)
     q_adm = tuple(inp.blk(n_adm[i]) for i in idx)
     block_args += list(n_adm)
     ok = []
     pos = []
     for j in idx:
-        ahead = [m for m in idx if m != j]
-        first = [z3.And(wait1[m], s.wr[m] < s.wr[j]) for m in ahead]
-        pos_j = count(first)
+        first = firsts[j]
+        pos_j = count(f for _, f in first)
         pos.append(pos_j)
-        left = budget1 - total(z3.If(f, n_adm[m], 0) for f, m in zip(first, ahead))
-        free = free1 - total(z3.If(f, q_adm[m], 0) for f, m in zip(first, ahead))
+        left = lefts[j]
+        free = free1 - total(z3.If(f, q_adm[m], 0) for m, f in first)
         kn = known(inp, s, j)
-        defs.append(n_adm[j] == z3.If(inp.chunked, zmin(kn, left), kn))
         ready = inp.arr[j] <= tick + (1 if mutant == "admit_before_arrival" else 0)
         seats = (running1 + pos_j <= inp.max_seqs) if mutant == "admit_while_le_seqs" else (running1 + pos_j < inp.max_seqs)
         ok.append(z3.And(ready, seats, left > 0, z3.Or(inp.chunked, kn <= left), q_adm[j] <= free))
