@@ -101,6 +101,7 @@ def encoded_truth(val, names):
     solver = z3.Solver()
     solver.add(M.pin(inp, s, val))
     solver.add(M.blocks_exact(inp, M.frame_block_args(inp, s)))
+    solver.add(M.frame_defs(inp, s))
     assert solver.check() == z3.sat
     model = solver.model()
     out = {}

@@ -61,17 +61,17 @@ MUTANTS = {
     "admit_while_le_seqs": "admission runs while running <= max_seqs (one request too many)",
     "budget_plus_one": "the running pass spends token_budget + 1",
     "pool_plus_one": "the running pass believes the pool has one block more",
-    "finish_keeps_blocks": "a finished request is not given its blocks back in the freed entry",
     "abort_not_in_ledger": "an aborted request's cached tokens are not counted as aborted work",
     "admit_before_arrival": "admission takes requests that arrive one tick later",
     "preempt_keeps_computed": "a preempted request keeps its computed count in the waiting queue",
     "abort_one_late": "a request leaves one tick after its abort tick",
     "admit_after_preemption": "the waiting pass runs even in a tick that preempted",
     "resume_in_fcfs_place": "a preempted request goes back to its FCFS place, not the front",
-    "generate_without_prefill": "an output token is generated when computed is one short of known",
-    "no_jump": "an idle engine does not jump to the next arrival but runs an empty tick",
-    "recompute_not_counted": "a preemption does not add the given-back tokens to the recomputed ledger",
-    "start_resets": "a resumed request's start is set again at its new admission",
+    "clock_minus_one": "the clock after a tick is tick - 1 instead of tick + 1",
+    "clock_skips": "the clock after a tick is tick + 2",
+    "jump_one_late": "an idle engine jumps to one tick after the next arrival",
+    "skip_blocked_head": "the waiting pass admits any waiting request that fits, skipping a blocked head (not FCFS)",
+    "admitted_not_recorded": "an admission does not record its tick as the latest admission",
     "allocate_one_less": "a running request that grows takes one block fewer than it needs",
     "floor_blocks": "blocks_for rounds down (floor) instead of up",
     "drop_feasible_pool": "the encoding drops the domain rule that a request's peak need fits the pool",
@@ -234,33 +234,31 @@ def domain(inp: Inputs, mutant: str | None = None) -> list:
 
 
 def blocks_axioms(inp: Inputs, args) -> list:
-    """The properties of blocks_for that the proofs use, instantiated at the given argument terms.
+    """The properties of blocks_for that the proofs use, instantiated at the given ``(request, term)`` arguments.
 
     For every argument t >= 0: blk(t) >= 0, blk(0) = 0, 1 <= blk(t) <= t when t >= 1;
-    for every pair: 0 <= t1 <= t2 implies blk(t1) <= blk(t2)."""
-    args = list(dict.fromkeys(args, None))
-    uniq = []
-    seen = set()
-    for a in args:
+    for every pair of arguments of one request: 0 <= t1 <= t2 implies blk(t1) <= blk(t2)."""
+    groups: dict = {}
+    for i, a in args:
         a = z3.simplify(a)
-        if a.get_id() not in seen:
-            seen.add(a.get_id())
-            uniq.append(a)
+        groups.setdefault(i, {})[a.get_id()] = a
     ax = []
-    for t in uniq:
-        q = inp.blk(t)
-        ax += [z3.Implies(t >= 0, q >= 0), z3.Implies(t == 0, q == 0), z3.Implies(t >= 1, z3.And(q >= 1, q <= t))]
-    for x in uniq:
-        for y in uniq:
-            if x.get_id() != y.get_id():
-                ax.append(z3.Implies(z3.And(0 <= x, x <= y), inp.blk(x) <= inp.blk(y)))
+    for terms in groups.values():
+        uniq = list(terms.values())
+        for t in uniq:
+            q = inp.blk(t)
+            ax += [z3.Implies(t >= 0, q >= 0), z3.Implies(t == 0, q == 0), z3.Implies(t >= 1, z3.And(q >= 1, q <= t))]
+        for x in uniq:
+            for y in uniq:
+                if x.get_id() != y.get_id():
+                    ax.append(z3.Implies(z3.And(0 <= x, x <= y), inp.blk(x) <= inp.blk(y)))
     return ax
 
 
 def blocks_exact(inp: Inputs, args) -> list:
     """blk(t) = ceil(t / block_size) at each argument (linear when block_size is concrete)."""
     out = []
-    for t in args:
+    for _, t in args:
         q = inp.blk(t)
         out.append(z3.Implies(t >= 0, z3.And(inp.block_size * q >= t, inp.block_size * (q - 1) < t)))
     return out
@@ -268,7 +266,7 @@ def blocks_exact(inp: Inputs, args) -> list:
 
 def frame_block_args(inp: Inputs, s: Vars) -> list:
     """The blocks_for arguments a frame's predicates use: each computed, each work, each freed count's source."""
-    return [s.c[i] for i in range(inp.n)] + [inp.work(i) for i in range(inp.n)]
+    return [(i, s.c[i]) for i in range(inp.n)] + [(i, inp.work(i)) for i in range(inp.n)]
 
 
 # --- init and the step ---------------------------------------------------------------
@@ -333,7 +331,7 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
     earliest = z3.IntVal(0)
     for i in reversed(idx):
         earliest = z3.If(waiting(s, i), inp.arr[i], earliest)
-    tick = s.clock if mutant == "no_jump" else z3.If(jump, earliest, s.clock)
+    tick = z3.If(jump, earliest + (1 if mutant == "jump_one_late" else 0), s.clock)
     leave = tuple(aborting(i, tick) for i in idx)
     run1 = tuple(z3.And(running(s, i), z3.Not(leave[i])) for i in idx)
     wait1 = tuple(z3.And(waiting(s, i), z3.Not(leave[i])) for i in idx)
@@ -348,7 +346,7 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
         need = known(inp, s, i) - s.c[i]
         n_run.append(z3.If(run1[i], zmin(need, zmax(0, budget - before)), 0))
         grow = s.c[i] + n_run[i]
-        block_args.append(grow)
+        block_args.append((i, grow))
         want = inp.blk(grow) - s.b[i] - (1 if mutant == "allocate_one_less" else 0)
         extra.append(z3.If(z3.And(run1[i], n_run[i] != 0, want > 0), want, 0))
     n_run, extra = tuple(n_run), tuple(extra)
@@ -375,7 +373,7 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
         n_adm.append(z3.If(inp.chunked, zmin(kn, left), kn))
     n_adm = tuple(n_adm)
     q_adm = tuple(inp.blk(n_adm[i]) for i in idx)
-    block_args += list(n_adm)
+    block_args += list(enumerate(n_adm))
     ok = []
     pos = []
     for j in idx:
@@ -391,6 +389,7 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
     gate = z3.BoolVal(True) if mutant == "admit_after_preemption" else z3.Not(any_pre)
     admit = tuple(
         z3.And(wait1[j], gate, ok[j],
+               z3.BoolVal(True) if mutant == "skip_blocked_head" else
                _all(z3.Implies(z3.And(wait1[m], s.wr[m] < s.wr[j]), ok[m]) for m in idx if m != j))
         for j in idx
     )
@@ -404,7 +403,7 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
         amount.append(amt)
         comp = s.c[i] + amt
         kn = known(inp, s, i)
-        generates = z3.And(amt >= 1, (comp + 1 == kn) if mutant == "generate_without_prefill" else (comp == kn))
+        generates = z3.And(amt >= 1, comp == kn)
         gen.append(generates)
         g1 = s.g[i] + z3.If(generates, 1, 0)
         fin = z3.And(generates, g1 == inp.output[i])
@@ -415,7 +414,7 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
         nxt["c"][i] = comp if mutant == "preempt_keeps_computed" else z3.If(pre[i], 0, comp)
         nxt["g"][i] = g1
         nxt["b"][i] = z3.If(z3.Or(leave[i], pre[i], fin), 0, held)
-        fresh_start = z3.And(admit[i], z3.Not(s.hs[i])) if mutant != "start_resets" else admit[i]
+        fresh_start = z3.And(admit[i], z3.Not(s.hs[i]))
         nxt["start"][i] = z3.If(fresh_start, tick, s.start[i])
         nxt["hs"][i] = z3.Or(s.hs[i], admit[i])
         first_tok = z3.And(generates, z3.Not(s.hft[i]))
@@ -424,7 +423,7 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
         nxt["pre"][i] = s.pre[i] + z3.If(pre[i], 1, 0)
         nxt["tot"][i] = s.tot[i] + amt
         nxt["rec"][i] = s.rec[i] + z3.If(pre[i], s.c[i], 0)
-        nxt["adm"][i] = z3.If(admit[i], tick, s.adm[i])
+        nxt["adm"][i] = s.adm[i] if mutant == "admitted_not_recorded" else z3.If(admit[i], tick, s.adm[i])
         nxt["hadm"][i] = z3.Or(s.hadm[i], admit[i])
         nxt["rr"][i] = z3.If(admit[i], s.nr + pos[i], s.rr[i])
         behind = count(z3.And(pre[j], s.rr[j] >= s.rr[i]) for j in idx)
@@ -434,16 +433,15 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
         nxt["pe"][i] = pre[i]
         nxt["ab"][i] = leave[i]
         nxt["fi"][i] = fin
-        fin_freed = z3.IntVal(0) if mutant == "finish_keeps_blocks" else held
-        nxt["fr"][i] = z3.If(z3.Or(leave[i], pre[i]), s.b[i], z3.If(fin, fin_freed, 0))
+        nxt["fr"][i] = z3.If(z3.Or(leave[i], pre[i]), s.b[i], z3.If(fin, held, 0))
         nxt["al"][i] = z3.If(run_sched, extra[i], z3.If(admit[i], q_adm[i], 0))
     nxt = {k: tuple(v) for k, v in nxt.items()}
-    nxt["clock"] = tick + 1
+    nxt["clock"] = tick + {"clock_minus_one": -1, "clock_skips": 2}.get(mutant, 1)
     nxt["nr"] = s.nr + count(admit)
     nxt["wf"] = s.wf - count(pre)
     nxt["led_c"] = s.led_c + total(amount)
     nxt["led_u"] = s.led_u + total(z3.If(finish[i], inp.work(i), 0) for i in idx)
-    recomputed = 0 if mutant == "recompute_not_counted" else total(z3.If(pre[i], s.c[i], 0) for i in idx)
+    recomputed = total(z3.If(pre[i], s.c[i], 0) for i in idx)
     nxt["led_r"] = s.led_r + recomputed
     aborted_work = 0 if mutant == "abort_not_in_ledger" else total(z3.If(leave[i], s.c[i], 0) for i in idx)
     nxt["led_a"] = s.led_a + aborted_work
@@ -509,19 +507,50 @@ def enc_nonnegative_remaining(inp: Inputs, s: Vars) -> z3.BoolRef:
     return _all(terms)
 
 
+def _tag(s: Vars) -> str:
+    return str(s.clock)[len("clock_"):]
+
+
+def _shares(inp: Inputs, s: Vars) -> dict:
+    """Named per-request shares of the ledger (opaque constants, so that sums of them stay linear)."""
+    tag = _tag(s)
+    return {k: tuple(z3.Int(f"{k}{i}_{tag}") for i in range(inp.n)) for k in ("uw", "ur", "uf", "ua")}
+
+
+def frame_defs(inp: Inputs, s: Vars) -> list:
+    """The definitions of a frame's named shares: add them for every frame a check uses."""
+    sh = _shares(inp, s)
+    out = []
+    for i in range(inp.n):
+        out += [sh["uw"][i] == z3.If(waiting(s, i), s.c[i], 0), sh["ur"][i] == z3.If(running(s, i), s.c[i], 0),
+                sh["uf"][i] == z3.If(finished(s, i), inp.work(i), 0), sh["ua"][i] == z3.If(aborted(s, i), s.c[i], 0)]
+    return out
+
+
+def step_hints(inp: Inputs, s: Vars, t: Vars, terms: StepTerms) -> list:
+    """Per-request identities of one step (valid under ``trans``): how each ledger share moves."""
+    a, b = _shares(inp, s), _shares(inp, t)
+    return [z3.And(b["ua"][i] == a["ua"][i] + z3.If(terms.leave[i], s.c[i], 0),
+                   b["uf"][i] == a["uf"][i] + z3.If(terms.finish[i], inp.work(i), 0)) for i in range(inp.n)]
+
+
 def enc_work_conservation(inp: Inputs, s: Vars) -> z3.BoolRef:
+    """The registry's claim, with two per-request facts that it implies given the rest of the invariant
+    (a waiting request caches nothing; total = recomputed + its share) stated first, so sums stay linear."""
     n = inp.n
+    sh = _shares(inp, s)
     terms = []
     for i in range(n):
         terms += [z3.Implies(z3.Not(finished(s, i)), s.tot[i] == s.c[i] + s.rec[i]),
-                  z3.Implies(finished(s, i), z3.And(s.c[i] == inp.work(i), s.tot[i] == inp.work(i) + s.rec[i]))]
-    cached = total(z3.If(running(s, i), s.c[i], 0) for i in range(n))
+                  z3.Implies(finished(s, i), z3.And(s.c[i] == inp.work(i), s.tot[i] == inp.work(i) + s.rec[i])),
+                  sh["uw"][i] == 0,
+                  s.tot[i] == s.rec[i] + sh["ur"][i] + sh["uf"][i] + sh["ua"][i]]
     terms += [
         s.led_c == total(s.tot),
         s.led_r == total(s.rec),
-        s.led_a == total(z3.If(aborted(s, i), s.c[i], 0) for i in range(n)),
-        s.led_u == total(z3.If(finished(s, i), inp.work(i), 0) for i in range(n)),
-        s.led_c == s.led_u + s.led_r + s.led_a + cached,
+        s.led_a == total(sh["ua"]),
+        s.led_u == total(sh["uf"]),
+        s.led_c == s.led_u + s.led_r + s.led_a + total(sh["ur"]),
     ]
     return _all(terms)
 
