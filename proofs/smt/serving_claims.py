@@ -71,6 +71,7 @@ REFUTED_BY = {
     "termination_ranking": "drop_feasible_pool",
     "rule_needed:feasible_pool": "contradictory_step",
     "rule_needed:feasible_budget": "contradictory_step",
+    "finding:one_request_ahead_preempts_twice": "pool_plus_one",
 }
 
 # Each domain rule -> the encoding mutant that drops it and what the run Z3 finds without it shows.
@@ -452,6 +453,55 @@ def prove_rule_needed(rule: str, mutant: str | None = None) -> dict:
                    f"no repeating state within {RULE_DEPTH} steps and n <= {RULE_N} without the rule")
 
 
+# --- a theorem users care about: how often can FCFS with recompute preempt one request? ------------
+
+FINDING = "finding:one_request_ahead_preempts_twice"
+FINDING_DEPTH = 7
+
+
+def prove_finding(mutant: str | None = None) -> dict:
+    """"A request is preempted at most once per request ahead of it" is false: Z3 finds a 2-request run preempting one twice.
+
+    Both halves: with one request, no step ever preempts it (inductive, under the
+    invariant); with two requests, bounded model checking from Init (values <= 5)
+    finds a run in which one of them is preempted twice."""
+    inp = M.make_inputs(2, block_size=1)
+    frames = [M.make_vars(inp, "f0")]
+    solver = _solver()
+    solver.add(*M.domain(inp, mutant), M.init(inp, frames[0]), *_small(inp, 5))
+    found = None
+    for d in range(FINDING_DEPTH):
+        nxt = M.make_vars(inp, f"f{d + 1}")
+        trans, terms, args = _step(inp, frames[-1], nxt, mutant, f"f{d}")
+        solver.add(trans, *M.blocks_exact(inp, args))
+        frames.append(nxt)
+        result, model = _check(solver, [z3.Or(nxt.pre[0] >= 2, nxt.pre[1] >= 2)])
+        if result == z3.sat:
+            vals = [M.read_frame(model, inp, f) for f in frames]
+            preempted = [[vals[k]["rid"][i] for i in range(2) if vals[k]["pe"][i]] for k in range(1, len(vals))]
+            found = {"breaks": "preempted at most once per request ahead", "call": _call_text(vals[0]),
+                     "after_steps": len(frames) - 1, "state": describe(vals[-1]),
+                     "preempted_per_step": preempted,
+                     "shows": "one request ahead of it preempts it twice, so 'at most one preemption per request "
+                              "ahead' is false: a bound k must depend on more than the number of requests"}
+            break
+    if found is None:
+        return _result(REFUTED, f"no run within {FINDING_DEPTH} steps preempts a request twice (2 requests, values <= 5)")
+    one = M.make_inputs(1)
+    s, t = M.make_vars(one, "0"), M.make_vars(one, "1")
+    trans, terms, args = _step(one, s, t, mutant)
+    lone = _solver()
+    lone.add(*M.domain(one, mutant), *_strengthened(one, s), trans, *M.blocks_axioms(one, args),
+             *M.frame_defs(one, s), *M.frame_defs(one, t))
+    hyp = _hyp(lone)
+    if hyp != "yes":
+        return _not_sat(hyp, "one request: the invariant and the step")
+    status, _ = _unsat(lone, z3.Not(z3.Not(terms.pre[0])))
+    if status != PROVED:
+        return _result(status, "a lone request can be preempted", found)
+    return _result(PROVED, "refuted with 2 requests (the run shown); with 1 request no step preempts it", found)
+
+
 # --- the ledger -----------------------------------------------------------------------------
 
 
@@ -494,6 +544,8 @@ def claims(max_requests: int = 8, mutant: str | None = None) -> list[Claim]:
     for rule in RULES:
         rows.append(_claim(f"rule_needed:{rule}", "bounded", f"n <= {RULE_N} without; with: termination_ranking",
                            partial(prove_rule_needed, rule, mutant), ["termination_ranking"]))
+    rows.append(_claim(FINDING, "bounded", "n = 2 (refuted); n = 1 (never)", partial(prove_finding, mutant),
+                       [TOTAL, BLOCKS] + rows_names))
     order = [inv.name for inv in STATE_INVARIANTS]
     head = rows[:2]
     body = sorted(rows[2:2 + len(names) + len(M.NOT_ENCODED)],
