@@ -31,6 +31,7 @@ def ledger_n1():
     return run_rows(1)
 
 
+@pytest.mark.slow
 def test_every_encoded_row_is_proved_at_n1_and_the_rest_are_unknown(ledger_n1):
     for name, result in ledger_n1.items():
         if name in M.NOT_ENCODED:
@@ -61,6 +62,7 @@ def test_every_row_names_a_mutant_and_every_mutant_is_used():
     assert set(M.MUTANTS) - used <= {"drop_feasible_budget"}, set(M.MUTANTS) - used
 
 
+@pytest.mark.slow
 def test_rule_needed_rows_show_a_concrete_run_that_never_ends(ledger_n1):
     for rule in C.RULES:
         result = ledger_n1[f"rule_needed:{rule}"]
@@ -97,15 +99,14 @@ def test_a_mutant_refutes_its_row_with_a_concrete_run(mutant, row):
 
 def test_cli_json_shape_and_exit_code(tmp_path, capsys):
     path = tmp_path / "serving.json"
-    code = cli.main(["prove", "--model", "serving", "--max-requests", "1", "--claims", "token_budget",
+    code = cli.main(["prove", "--model", "serving", "--max-requests", "1", "--claims", "blocks_for",
                      "--json", str(path), "--no-seconds"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert out.splitlines()[0] == "schedcheck prove  engine=z3  model=serving"
     report = json.loads(path.read_text())
     assert report["verdict"] == "pass"
-    names = [r["claim"] for r in report["results"]]
-    assert "token_budget" in names and "step_total" in names  # and what it assumes
+    assert [r["claim"] for r in report["results"]] == ["lemma:blocks_for_axioms"]
     for r in report["results"]:
         assert set(r) == {"claim", "status", "method", "bound", "hypotheses_satisfiable", "refuted_by", "seconds",
                           "counterexample"}
@@ -163,6 +164,16 @@ def test_the_default_ledger_proves_every_encoded_row(tmp_path, capsys):
         else:
             assert r["status"] == "proved", r
     assert code == (2 if M.NOT_ENCODED else 0)
+
+
+def test_the_finding_is_a_real_run_of_spec_serving():
+    result = C.prove_finding()
+    assert result["status"] == "proved", result
+    import spec.serving as S
+
+    requests, config = _call(result["counterexample"]["call"])
+    assert S.is_valid(requests, config)
+    assert max(r["preemptions"] for r in S.run(requests, config)["requests"]) >= 2
 
 
 @pytest.mark.slow

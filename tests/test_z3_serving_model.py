@@ -17,6 +17,7 @@ from proofs.smt import serving_model as M
 from spec.serving.invariants import BY_NAME
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
@@ -83,9 +84,7 @@ def test_an_s2_preemption_tick_is_spec_step():
         assert M.decode(found[0]) == M.normal_form(nxt), (state, found[0])
 
 
-@SETTINGS
-@given(calls())
-def test_trans_is_spec_step_on_reachable_states(call):
+def check_trans_is_spec_step(call):
     states = reachable(*call)
     for state, nxt in zip(states, states[1:]):
         val = M.valuation_of_state(state)
@@ -93,6 +92,19 @@ def test_trans_is_spec_step_on_reachable_states(call):
         assert len(found) == 1, f"{len(found)} successors of {state}"
         assert M.decode(found[0]) == M.normal_form(nxt), f"encoding differs from spec.serving.step at {state}"
     assert successors(M.valuation_of_state(states[-1])) == [], "a terminal state has a successor"
+
+
+@FAST
+@given(calls(max_requests=3))
+def test_trans_is_spec_step_on_reachable_states(call):
+    check_trans_is_spec_step(call)
+
+
+@pytest.mark.slow
+@SETTINGS
+@given(calls())
+def test_trans_is_spec_step_on_many_reachable_states(call):
+    check_trans_is_spec_step(call)
 
 
 def encoded_truth(val, names):
@@ -111,9 +123,7 @@ def encoded_truth(val, names):
     return out
 
 
-@SETTINGS
-@given(calls())
-def test_predicates_agree_with_the_registry_and_lemmas_hold_on_reachable_states(call):
+def check_predicates(call):
     for state in reachable(*call):
         val = M.valuation_of_state(state)
         truth = encoded_truth(val, list(M.PREDICATES) + list(M.LEMMAS))
@@ -121,6 +131,19 @@ def test_predicates_agree_with_the_registry_and_lemmas_hold_on_reachable_states(
             assert truth[name] == BY_NAME[name].holds(state), f"{name} disagrees at {state}"
         for name in M.LEMMAS:
             assert truth[name], f"lemma {name} is false at reachable {state}"
+
+
+@FAST
+@given(calls(max_requests=3))
+def test_predicates_agree_with_the_registry_and_lemmas_hold_on_reachable_states(call):
+    check_predicates(call)
+
+
+@pytest.mark.slow
+@SETTINGS
+@given(calls())
+def test_predicates_agree_with_the_registry_on_many_reachable_states(call):
+    check_predicates(call)
 
 
 def test_every_registry_state_invariant_is_encoded_or_said_not_to_be():
