@@ -64,7 +64,7 @@ REFUTED_BY = {
     "token_budget": "budget_plus_one",
     "kv_capacity": "pool_plus_one",
     "kv_exact": "allocate_one_less",
-    "fcfs_admission": "skip_blocked_head",
+    "fcfs_admission": "queue_reversed",
     "no_admission_after_preemption": "admit_after_preemption",
     "lemma:ranks": "resume_in_fcfs_place",
     "lemma:status_history": "admitted_not_recorded",
@@ -293,7 +293,7 @@ def prove_inductive(name: str, n: int, mutant: str | None = None) -> dict:
     base = _solver()
     base.add(*M.domain(inp, mutant))
     base.push()
-    base.add(M.init(inp, s))
+    base.add(M.init(inp, s, mutant))
     base.add(M.blocks_axioms(inp, M.frame_block_args(inp, s)))
     base.add(M.frame_defs(inp, s))
     hyp = _hyp(base)
@@ -323,9 +323,11 @@ def prove_inductive(name: str, n: int, mutant: str | None = None) -> dict:
         return _result(PROVED, f"assumes {', '.join(assumptions(name))}")
     if status == UNKNOWN:
         return _result(UNKNOWN, "consecution: the solver gave up")
-    found = bmc(name, min(n, 2), 5, mutant)
+    # Not inductive: look for a reachable violation, with up to 3 requests (a CTI at n = 1 may need a second
+    # request to be reached, as a preemption does); the claim is "for every n <= the bound", so any of them refutes it.
+    found = bmc(name, 3, 5, mutant)
     if found is not None:
-        return _result(REFUTED, "a reachable state breaks it", found)
+        return _result(REFUTED, f"a reachable state with {found['n']} request(s) breaks it", found)
     cti = {"before": describe(M.read_frame(model, inp, s)), "after": describe(M.read_frame(model, inp, t))}
     return _result(UNKNOWN, f"not inductive with the invariant (counterexample to induction {cti}); "
                             "no reachable violation found within 5 steps")
@@ -338,7 +340,7 @@ def bmc(target: str, n_max: int, depth: int, mutant: str | None = None) -> dict 
         inp = M.make_inputs(n, block_size=1)  # a search: one concrete block size keeps it linear
         frames = [M.make_vars(inp, "b0")]
         solver = _solver()
-        solver.add(*M.domain(inp, mutant), M.init(inp, frames[0]))
+        solver.add(*M.domain(inp, mutant), M.init(inp, frames[0], mutant))
         for d in range(depth + 1):
             solver.add(M.blocks_axioms(inp, M.frame_block_args(inp, frames[-1])))
             solver.add(M.blocks_exact(inp, M.frame_block_args(inp, frames[-1])))
@@ -347,7 +349,7 @@ def bmc(target: str, n_max: int, depth: int, mutant: str | None = None) -> dict 
             if model is not None:
                 vals = [M.read_frame(model, inp, f) for f in frames]
                 return {"breaks": target, "call": _call_text(vals[0]), "after_steps": len(frames) - 1,
-                        "state": describe(vals[-1])}
+                        "state": describe(vals[-1]), "n": n}
             if d == depth:
                 break
             nxt = M.make_vars(inp, f"b{d + 1}")
@@ -438,7 +440,7 @@ def prove_rule_needed(rule: str, mutant: str | None = None) -> dict:
         inp = M.make_inputs(n, block_size=1)  # a search: one concrete block size keeps it linear
         frames = [M.make_vars(inp, "r0")]
         solver = _solver()
-        solver.add(*M.domain(inp, drop), M.init(inp, frames[0]), *_small(inp))
+        solver.add(*M.domain(inp, drop), M.init(inp, frames[0], mutant), *_small(inp))
         for d in range(RULE_DEPTH):
             nxt = M.make_vars(inp, f"r{d + 1}")
             trans, terms, args = _step(inp, frames[-1], nxt, mutant, f"r{d}")
@@ -534,7 +536,7 @@ def prove_finding(mutant: str | None = None) -> dict:
     inp = M.make_inputs(2, block_size=1)
     frames = [M.make_vars(inp, "f0")]
     solver = _solver()
-    solver.add(*M.domain(inp, mutant), M.init(inp, frames[0]), *_small(inp, 5))
+    solver.add(*M.domain(inp, mutant), M.init(inp, frames[0], mutant), *_small(inp, 5))
     found = None
     for d in range(FINDING_DEPTH):
         nxt = M.make_vars(inp, f"f{d + 1}")

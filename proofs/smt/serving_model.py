@@ -70,7 +70,7 @@ MUTANTS = {
     "clock_minus_one": "the clock after a tick is tick - 1 instead of tick + 1",
     "clock_skips": "the clock after a tick is tick + 2",
     "jump_one_late": "an idle engine jumps to one tick after the next arrival",
-    "skip_blocked_head": "the waiting pass admits any waiting request that fits, skipping a blocked head (not FCFS)",
+    "queue_reversed": "the initial waiting queue is in reverse FCFS order",
     "admitted_not_recorded": "an admission does not record its tick as the latest admission",
     "allocate_one_less": "a running request that grows takes one block fewer than it needs",
     "floor_blocks": "blocks_for rounds down (floor) instead of up",
@@ -78,6 +78,7 @@ MUTANTS = {
     "drop_feasible_budget": "the encoding drops the rule that without chunking prompt + output - 1 <= token_budget",
 }
 ENCODING_MUTANTS = ("drop_feasible_pool", "drop_feasible_budget")
+INIT_MUTANTS = ("queue_reversed",)  # change Init, not the step
 
 
 @dataclass(frozen=True)
@@ -272,13 +273,14 @@ def frame_block_args(inp: Inputs, s: Vars) -> list:
 # --- init and the step ---------------------------------------------------------------
 
 
-def init(inp: Inputs, s: Vars) -> z3.BoolRef:
+def init(inp: Inputs, s: Vars, mutant: str | None = None) -> z3.BoolRef:
     """``spec.serving.initial``: every request waiting in FCFS order with zero counters; no latest entry."""
     terms = [s.clock == 0, s.nr == 0, s.wf == 0, s.led_c == 0, s.led_u == 0, s.led_r == 0, s.led_a == 0,
              z3.Not(s.hl), s.lt == 0]
     for i in range(inp.n):
         terms += [s.st[i] == WAITING, s.c[i] == 0, s.g[i] == 0, s.b[i] == 0, z3.Not(s.hs[i]), z3.Not(s.hft[i]),
-                  s.pre[i] == 0, s.tot[i] == 0, s.rec[i] == 0, z3.Not(s.hadm[i]), s.wr[i] == i,
+                  s.pre[i] == 0, s.tot[i] == 0, s.rec[i] == 0, z3.Not(s.hadm[i]),
+                  s.wr[i] == (inp.n - 1 - i if mutant == "queue_reversed" else i),
                   s.start[i] == 0, s.ft[i] == 0, s.adm[i] == 0, s.rr[i] == 0, s.et[i] == 0,
                   s.sn[i] == 0, z3.Not(s.pe[i]), z3.Not(s.ab[i]), z3.Not(s.fi[i]), s.fr[i] == 0, s.al[i] == 0]
     return _all(terms)
@@ -389,7 +391,6 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
     gate = z3.BoolVal(True) if mutant == "admit_after_preemption" else z3.Not(any_pre)
     admit = tuple(
         z3.And(wait1[j], gate, ok[j],
-               z3.BoolVal(True) if mutant == "skip_blocked_head" else
                _all(z3.Implies(z3.And(wait1[m], s.wr[m] < s.wr[j]), ok[m]) for m in idx if m != j))
         for j in idx
     )
