@@ -72,6 +72,22 @@ def test_rule_needed_rows_show_a_concrete_run_that_never_ends(ledger_n1):
         import spec.serving as S
 
         assert not S.is_valid(requests, config), "the run breaks no domain rule"
+        state = _unchecked_initial(requests, config)  # spec.serving.step itself, outside the domain
+        seen = []
+        for _ in range(12):
+            state = S.step(state)
+            seen.append((state.waiting, state.running))
+        assert not S.is_terminal(state) and seen[-1] == seen[-2] == seen[-3], "the run does not loop"
+
+
+def _unchecked_initial(requests, config):
+    from spec.serving.domain import Config, Request, fcfs_key
+    from spec.serving.state import Ledger, Progress, State
+
+    parsed = sorted((Request(r["id"], r["arrival"], r["prompt"], r["output"], r.get("abort")) for r in requests),
+                    key=fcfs_key)
+    cfg = Config(*(config[k] for k in ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")))
+    return State(tuple(parsed), cfg, 0, tuple(Progress(r) for r in parsed), (), (), (), Ledger(), None)
 
 
 def _call(text):
