@@ -160,7 +160,7 @@ def render(rows: list[dict], seconds: bool = True, mutant: str | None = None, mo
     out.append("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
     for row, cells in zip(rows, table):
         out.append("  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip())
-        if row["status"] != "proved" or row["claim"].startswith("rule_needed:"):
+        if row["status"] != "proved" or row["claim"].startswith(("rule_needed:", "finding:")):
             out += _counterexample_lines(row)
         if row["status"] in ("unknown", "vacuous") and row.get("detail"):
             out.append(f"    {row['status']}: {row['detail'].splitlines()[0][:300]}")
