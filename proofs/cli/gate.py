@@ -196,13 +196,13 @@ def run_gate(args: argparse.Namespace) -> int:
         steps.append(_run_step(args.run_cli, "diff", "diff", argv, out, args.target, save_dir, f"impl at {args.base} -> working tree"))
     if "prove" in args.skip:
         steps.append(Step("prove", "skipped", None, "--skip prove", (), 0.0, "spec"))
-    elif model.name != "chapter":
+    elif model.name not in ("chapter", "serving"):
         steps.append(Step("prove", "skipped", None, f"`schedcheck prove` has no encoding of the {model.name} model",
                           (), 0.0, "spec"))
     elif "prove" not in commands:
         steps.append(Step("prove", "skipped", None, "`schedcheck prove` is not in this build", (), 0.0, "spec"))
     else:
-        argv = ["prove", "--budget", f"{args.budget:g}"]
+        argv = ["prove", "--budget", f"{args.budget:g}"] + (["--model", "serving"] if model.name == "serving" else [])
         step = _run_step(args.run_cli, "prove", "prove", argv, out, "spec", save_dir, "Z3 claims about the spec",
                          seconds_shown=not args.no_seconds)
         spec_verdict = {"pass": "proved", "fail": "refuted"}.get(step.verdict, step.verdict)

@@ -34,6 +34,7 @@ finds the concrete run shown (breaking the named claim), and with every rule tha
 claim is proved."""
 
 DEFAULT_MAX_JOBS = 12
+DEFAULT_MAX_REQUESTS = 5  # the serving model: every per-request row for n = 1..5 (docs/prove.md, "Serving model")
 DEFAULT_BUDGET = 120.0
 DEFAULT_POLICY_JOBS = 8
 FIELDS = ("claim", "status", "method", "bound", "hypotheses_satisfiable", "refuted_by", "seconds", "counterexample")
@@ -42,6 +43,7 @@ FIELDS = ("claim", "status", "method", "bound", "hypotheses_satisfiable", "refut
 def register(subparsers) -> argparse.ArgumentParser:
     """Add ``prove`` to an argparse subparsers object; its handler returns the exit code."""
     from proofs.smt.model import MUTANTS
+    from proofs.smt.serving_model import MUTANTS as SERVING_MUTANTS
 
     parser = subparsers.add_parser(
         "prove",
@@ -51,6 +53,10 @@ def register(subparsers) -> argparse.ArgumentParser:
         epilog=HELP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--model", choices=("chapter", "serving"), default="chapter",
+                        help="which model of the spec: chapter (default) or serving (KV blocks, preemption, aborts)")
+    parser.add_argument("--max-requests", type=int, default=DEFAULT_MAX_REQUESTS, metavar="N",
+                        help=f"--model serving: the per-request proofs hold for every n from 1 to N (default {DEFAULT_MAX_REQUESTS})")
     parser.add_argument("--max-jobs", type=int, default=DEFAULT_MAX_JOBS, metavar="N",
                         help=f"the per-job proofs hold for every n from 1 to N jobs (default {DEFAULT_MAX_JOBS})")
     parser.add_argument("--policy-jobs", type=int, default=DEFAULT_POLICY_JOBS, metavar="N",
@@ -60,7 +66,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
     ci_reports.add_output_arguments(parser)
     parser.add_argument("--html", metavar="PATH", help=HTML_HELP)
-    parser.add_argument("--mutant", choices=sorted(MUTANTS),
+    parser.add_argument("--mutant", choices=sorted(set(MUTANTS) | set(SERVING_MUTANTS)),
                         help="prove against a deliberately broken step or encoding (the refuted by column names one per row)")
     parser.add_argument("--claims", metavar="SUBSTRING", action="append",
                         help="only the claims whose name contains SUBSTRING (repeatable)")
@@ -90,6 +96,31 @@ def prove(max_jobs: int = DEFAULT_MAX_JOBS, budget: float = DEFAULT_BUDGET, muta
     return z3_run.run_claims(claims, budget, workers)
 
 
+def prove_serving(max_requests: int = DEFAULT_MAX_REQUESTS, budget: float = DEFAULT_BUDGET, mutant: str | None = None,
+                  only: list[str] | None = None, workers: int = 2) -> list[dict]:
+    """The serving model's ledger rows (``proofs.smt.serving_claims``)."""
+    from proofs.smt import run as z3_run
+    from proofs.smt import serving_claims
+
+    claims = _select(serving_claims.claims(max_requests, mutant), only)
+    return z3_run.run_claims(claims, budget, workers)
+
+
+def _select(claims: list, only: list[str] | None) -> list:
+    """The claims whose name contains one of ``only``, and every row they assume (all when ``only`` is empty)."""
+    if not only:
+        return claims
+    by_name = {c.claim: c for c in claims}
+    keep = {c.claim for c in claims if any(part in c.claim for part in only)}
+    frontier = list(keep)
+    while frontier:
+        for dep in by_name[frontier.pop()].depends:
+            if dep in by_name and dep not in keep:
+                keep.add(dep)
+                frontier.append(dep)
+    return [c for c in claims if c.claim in keep]
+
+
 def as_json(rows: list[dict]) -> dict:
     from proofs.smt.run import verdict
 
@@ -117,7 +148,7 @@ def _counterexample_lines(row: dict) -> list[str]:
     return [f"    counterexample: {json.dumps(cex, sort_keys=True, default=str)}"]
 
 
-def render(rows: list[dict], seconds: bool = True, mutant: str | None = None) -> str:
+def render(rows: list[dict], seconds: bool = True, mutant: str | None = None, model: str = "chapter") -> str:
     """The printed ledger: one row per claim, seconds last (omitted with seconds=False)."""
     from proofs.smt.run import verdict
 
@@ -125,11 +156,12 @@ def render(rows: list[dict], seconds: bool = True, mutant: str | None = None) ->
     table = [[r["claim"], r["status"], r["method"], r["bound"], r["hypotheses_satisfiable"], r["refuted_by"] or "-"]
              + ([f"{r['seconds']:.2f}"] if seconds else []) for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *table)]
-    out = ["schedcheck prove  engine=z3" + (f"  mutant={mutant}" if mutant else "")]
+    out = ["schedcheck prove  engine=z3" + (f"  model={model}" if model != "chapter" else "")
+           + (f"  mutant={mutant}" if mutant else "")]
     out.append("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
     for row, cells in zip(rows, table):
         out.append("  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip())
-        if row["status"] != "proved" or row["claim"].startswith("rule_needed:"):
+        if row["status"] != "proved" or row["claim"].startswith(("rule_needed:", "finding:")):
             out += _counterexample_lines(row)
         if row["status"] in ("unknown", "vacuous") and row.get("detail"):
             out.append(f"    {row['status']}: {row['detail'].splitlines()[0][:300]}")
@@ -144,6 +176,16 @@ def handle(args: argparse.Namespace) -> int:
     """The ``prove`` handler: run, print, write JSON, return 0/1/2."""
     from proofs.smt.run import exit_code
 
+    from proofs.smt.model import MUTANTS
+    from proofs.smt.serving_model import MUTANTS as SERVING_MUTANTS
+
+    model = getattr(args, "model", "chapter")
+    if model == "serving" and args.max_requests < 1:
+        print(f"schedcheck prove: --max-requests={args.max_requests!r}: expected an int >= 1")
+        return 2
+    if args.mutant and args.mutant not in (SERVING_MUTANTS if model == "serving" else MUTANTS):
+        print(f"schedcheck prove: --mutant={args.mutant!r}: not a mutant of the {model} model's encoding")
+        return 2
     if args.max_jobs < 1:
         print(f"schedcheck prove: --max-jobs={args.max_jobs!r}: expected an int >= 1")
         return 2
@@ -157,11 +199,14 @@ def handle(args: argparse.Namespace) -> int:
     if problem:
         print(f"schedcheck: error: {problem}", file=sys.stderr)
         return 2
-    rows = prove(args.max_jobs, args.budget, args.mutant, args.claims, max(1, args.workers), args.policy_jobs)
+    if model == "serving":
+        rows = prove_serving(args.max_requests, args.budget, args.mutant, args.claims, max(1, args.workers))
+    else:
+        rows = prove(args.max_jobs, args.budget, args.mutant, args.claims, max(1, args.workers), args.policy_jobs)
     if not rows:
         print(f"schedcheck prove: no claim matches {args.claims!r}")
         return 2
-    print(render(rows, seconds=not args.no_seconds, mutant=args.mutant))
+    print(render(rows, seconds=not args.no_seconds, mutant=args.mutant, model=model))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle_:
             json.dump(as_json(rows), handle_, indent=2, sort_keys=True, default=str)

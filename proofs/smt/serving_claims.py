@@ -1,0 +1,625 @@
+"""The Z3 claims about the serving model: its state invariants inductive, the step total, termination, why each domain rule is needed.
+
+What it establishes (each a row of ``schedcheck prove --model serving``; ``claims(max_requests)`` lists them):
+
+- ``step_total``: every non-terminal state has a successor; the tick's terms are
+  explicit (no fresh variable to pin), so this is by construction, and Z3 checks
+  only that the step carries no contradiction (the ``contradictory_step`` mutant);
+- ``lemma:blocks_for_axioms``: ceil(t / block_size), for every block_size >= 1 and
+  t >= 0 (nonlinear integer arithmetic, no bound), has the properties the encoding
+  assumes of its uninterpreted ``blk``: so every proof about ``blk`` holds of ceil;
+- for every state invariant of ``spec.serving.STATE_INVARIANTS`` that the encoding
+  expresses (``serving_model.PREDICATES``) and each strengthening lemma
+  (``serving_model.LEMMAS``): initiation (Init => Inv) and consecution (the
+  conjunction of every row at the pre-state and the step => Inv at the
+  post-state), for every n from 1 to the bound, every config value symbolic (pools,
+  budgets, block sizes, max_seqs of any size), both prefill modes, aborts symbolic.
+  A row counts as proved only when every row it assumes is proved: together they
+  are one inductive invariant.  ``no_duplicate_active`` holds in every state of the
+  per-request encoding (one record per request, distinct ids): ``by construction``;
+- ``termination_ranking``: under that invariant ``remaining_work`` is >= 0 and
+  falls by at least one on every step (lexicographic argument folded in: the head
+  of the running list is never preempted and computes at least one token, leaves,
+  or an abort removes a request);
+- ``rule_needed:<rule>``: without the domain rule, bounded model checking finds a
+  concrete run from Init into a state that the step maps to itself (clock and the
+  latest entry aside) with every unfinished request arrived and none due to abort,
+  so that run never ends; with the rule, ``termination_ranking`` proves every run ends.
+
+Every check first checks that its hypotheses are satisfiable (else ``vacuous``);
+each row names a mutant (``REFUTED_BY``) under which Z3 refutes it.  Registry
+invariants the encoding does not express (``serving_model.NOT_ENCODED``) are rows
+with status ``unknown``, never proved.
+
+Assumptions: the encoding of ``proofs.smt.serving_model`` (tested against
+``spec.serving.step``).  Bounds: n from 1 to ``max_requests``; values unbounded.
+Nothing runs at import time.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import z3
+
+from proofs.smt import serving_model as M
+from proofs.smt.run import Claim
+
+PROVED, REFUTED, UNKNOWN, VACUOUS = "proved", "refuted", "unknown", "vacuous"
+TOTAL = "step_total"
+BLOCKS = "lemma:blocks_for_axioms"
+BY_CONSTRUCTION = ("no_duplicate_active",)
+
+REFUTED_BY = {
+    TOTAL: "contradictory_step",
+    BLOCKS: "floor_blocks",
+    "well_typed": "clock_minus_one",
+    "no_duplicate_active": "contradictory_step",
+    "no_start_before_arrival": "admit_before_arrival",
+    "slot_bound": "admit_while_le_seqs",
+    "nonnegative_remaining": "preempt_keeps_computed",
+    "work_conservation": "abort_not_in_ledger",
+    "every_job_completes_once": "abort_one_late",
+    "termination": "jump_one_late",
+    "token_budget": "budget_plus_one",
+    "kv_capacity": "pool_plus_one",
+    "kv_exact": "allocate_one_less",
+    "fcfs_admission": "queue_reversed",
+    "no_admission_after_preemption": "admit_after_preemption",
+    "lemma:ranks": "resume_in_fcfs_place",
+    "lemma:status_history": "admitted_not_recorded",
+    "lemma:latest_tick": "clock_skips",
+    "termination_ranking": "drop_feasible_pool",
+    "rule_needed:feasible_pool": "contradictory_step",
+    "rule_needed:feasible_budget": "contradictory_step",
+    "finding:one_request_ahead_preempts_twice": "pool_plus_one",
+    "token_budget (any n)": "budget_plus_one",
+    "kv_capacity (any n)": "pool_plus_one",
+}
+
+# Each domain rule -> the encoding mutant that drops it and what the run Z3 finds without it shows.
+RULES = {
+    "feasible_pool": ("drop_feasible_pool",
+                      "a request whose peak need ceil((prompt + output - 1) / block_size) exceeds num_blocks "
+                      "is preempted (or never admitted again) and waits forever: the state repeats"),
+    "feasible_budget": ("drop_feasible_budget",
+                        "without chunked prefill a preempted request whose prompt + generated exceeds "
+                        "token_budget can never be re-admitted, and FCFS blocks everyone behind it: the state repeats"),
+}
+RULE_N, RULE_DEPTH = 2, 6
+SPLIT = ("work_conservation",)  # rows proved one conjunct at a time, each a hypothesis of the next
+
+# What each consecution assumes of the pre-state besides the claim itself: the union
+# of Z3's unsat cores at n = 3 and n = 4, written down here and re-proved on every run
+# (a missing entry makes its row unknown or refuted, never silently proved).
+SUPPORT = {
+    "well_typed": ('nonnegative_remaining', 'work_conservation', 'kv_exact', 'status_history'),
+    "no_start_before_arrival": ('well_typed', 'nonnegative_remaining', 'fcfs_admission', 'status_history'),
+    "slot_bound": ('well_typed', 'nonnegative_remaining', 'every_job_completes_once', 'ranks'),
+    "nonnegative_remaining": ('well_typed', 'every_job_completes_once', 'status_history'),
+    "work_conservation": ('well_typed', 'nonnegative_remaining', 'every_job_completes_once', 'kv_capacity', 'kv_exact', 'ranks', 'status_history'),
+    "every_job_completes_once": ('nonnegative_remaining', 'work_conservation'),
+    "termination": ('well_typed', 'no_start_before_arrival', 'nonnegative_remaining', 'work_conservation', 'every_job_completes_once', 'kv_capacity', 'kv_exact', 'fcfs_admission', 'ranks', 'status_history'),
+    "token_budget": ('well_typed', 'nonnegative_remaining', 'ranks', 'status_history'),
+    "kv_capacity": ('well_typed', 'nonnegative_remaining', 'kv_exact', 'ranks', 'status_history'),
+    "kv_exact": ('well_typed', 'nonnegative_remaining', 'every_job_completes_once', 'status_history'),
+    "fcfs_admission": ('nonnegative_remaining', 'every_job_completes_once', 'ranks', 'status_history'),
+    "no_admission_after_preemption": ('status_history',),
+    "ranks": ('well_typed', 'no_start_before_arrival', 'nonnegative_remaining', 'every_job_completes_once', 'fcfs_admission', 'status_history'),
+    "status_history": ('well_typed', 'nonnegative_remaining', 'every_job_completes_once', 'fcfs_admission'),
+    "latest_tick": ('fcfs_admission', 'status_history'),
+    "termination_ranking": ('well_typed', 'no_start_before_arrival', 'nonnegative_remaining', 'every_job_completes_once', 'token_budget', 'kv_capacity', 'kv_exact', 'fcfs_admission', 'ranks', 'status_history'),
+}
+
+
+def row_name(name: str) -> str:
+    return f"lemma:{name}" if name in M.LEMMAS else name
+
+
+def invariant_names() -> list[str]:
+    """The registry's encoded state invariants, in registry order, then the lemmas."""
+    from spec.serving import STATE_INVARIANTS
+
+    names = [inv.name for inv in STATE_INVARIANTS]
+    for name in names:
+        if name not in M.PREDICATES and name not in M.NOT_ENCODED:
+            raise KeyError(f"serving state invariant {name!r} has no Z3 encoding in proofs.smt.serving_model")
+    return [name for name in names if name in M.PREDICATES] + list(M.LEMMAS)
+
+
+def _encoding(name: str):
+    return M.PREDICATES[name] if name in M.PREDICATES else M.LEMMAS[name]
+
+
+# --- solving helpers ---------------------------------------------------------------------
+
+
+def _solver() -> z3.Solver:
+    return z3.Solver()
+
+
+def _check(solver: z3.Solver, extra=()) -> tuple:
+    solver.push()
+    solver.add(*extra) if extra else None
+    result = solver.check()
+    model = solver.model() if result == z3.sat else None
+    solver.pop()
+    return result, model
+
+
+def _hyp(solver: z3.Solver) -> str:
+    result, _ = _check(solver)
+    return "yes" if result == z3.sat else "no" if result == z3.unsat else "unknown"
+
+
+def _not_sat(hyp: str, what: str) -> dict:
+    if hyp == "no":
+        return {"status": VACUOUS, "counterexample": None, "hypotheses": "no",
+                "detail": f"{what}: the hypotheses are unsatisfiable, so the check proves nothing"}
+    return {"status": UNKNOWN, "counterexample": None, "hypotheses": "unknown",
+            "detail": f"{what}: the solver gave up on the hypotheses"}
+
+
+def _result(status: str, detail, counterexample=None, hypotheses: str = "yes") -> dict:
+    return {"status": status, "counterexample": counterexample, "detail": detail, "hypotheses": hypotheses}
+
+
+def _unsat(solver: z3.Solver, negated) -> tuple:
+    result, model = _check(solver, [negated])
+    if result == z3.unsat:
+        return PROVED, None
+    if result == z3.sat:
+        return REFUTED, model
+    return UNKNOWN, None
+
+
+def _unsat_parts(solver: z3.Solver, goal, first=()) -> tuple:
+    """Prove ``first`` then a conjunction, one conjunct at a time, each proved one a hypothesis of the next; the solver is left as it was."""
+    parts = list(first) + (goal.children() if z3.is_and(goal) else [goal])
+    solver.push()
+    try:
+        for part in parts:
+            status, model = _unsat(solver, z3.Not(part))
+            if status != PROVED:
+                return status, model
+            solver.add(part)
+        return PROVED, None
+    finally:
+        solver.pop()
+
+
+def up_to(prover, n_max: int) -> dict:
+    """``prover(n)`` for every n from 1 to ``n_max``: proved when every one is; else the first n that is not."""
+    assert n_max >= 1, f"n_max={n_max!r}: expected an int >= 1"
+    last = None
+    for n in range(1, n_max + 1):
+        result = prover(n)
+        if result["status"] != PROVED:
+            return {**result, "detail": f"at n={n}: {result.get('detail')}", "n": n}
+        last = result
+    return {**last, "detail": f"n = 1..{n_max}: {last.get('detail')}"}
+
+
+def _call_text(val: dict) -> str:
+    requests = []
+    for i in range(len(val["rid"])):
+        r = {"id": val["rid"][i], "arrival": val["arr"][i], "prompt": val["prompt"][i], "output": val["output"][i]}
+        if val["has_abort"][i]:
+            r["abort"] = val["abort"][i]
+        requests.append(r)
+    config = {"max_seqs": val["max_seqs"], "token_budget": val["budget"], "block_size": val["block_size"],
+              "num_blocks": val["num_blocks"], "chunked_prefill": val["chunked"]}
+    return f"serve({requests!r}, {config!r})"
+
+
+def describe(val: dict) -> dict:
+    """A frame as plain values: clock, and per request (id, place, computed, generated, blocks)."""
+    names = {M.WAITING: "waiting", M.RUNNING: "running", M.FINISHED: "finished", M.ABORTED: "aborted"}
+    return {"clock": val["clock"],
+            "requests": [[val["rid"][i], names.get(val["st"][i], val["st"][i]), val["c"][i], val["g"][i], val["b"][i]]
+                         for i in range(len(val["rid"]))]}
+
+
+def _frames_setup(n: int, mutant: str | None, tags=("0", "1")):
+    inp = M.make_inputs(n)
+    frames = [M.make_vars(inp, tag) for tag in tags]
+    return inp, frames
+
+
+def _strengthened(inp: M.Inputs, s: M.Vars, names=None) -> list:
+    return [_encoding(name)(inp, s) for name in (invariant_names() if names is None else names)]
+
+
+def assumptions(name: str) -> tuple:
+    return tuple(dict.fromkeys((name,) + SUPPORT[name])) if name in SUPPORT else tuple(SUPPORT["termination_ranking"])
+
+
+def _step(inp, s, t, mutant, tag="x"):
+    trans, terms = M.transition(inp, s, t, mutant, tag)
+    args = list(terms.block_args) + M.frame_block_args(inp, s) + M.frame_block_args(inp, t)
+    return trans, terms, args
+
+
+# --- the rows ------------------------------------------------------------------------------
+
+
+def prove_blocks_axioms(mutant: str | None = None) -> dict:
+    """ceil(t / bs) satisfies ``blocks_axioms`` for every bs >= 1 and t, t2 >= 0 (no bound)."""
+    bs, t, t2, q, q2 = z3.Ints("bs t t2 q q2")
+
+    def is_ceil(x, y):
+        if mutant == "floor_blocks":
+            return z3.And(bs * y <= x, bs * (y + 1) > x)
+        return z3.And(bs * y >= x, bs * (y - 1) < x)
+
+    solver = _solver()
+    solver.add(bs >= 1, t >= 0, t2 >= 0, is_ceil(t, q), is_ceil(t2, q2))
+    hyp = _hyp(solver)
+    if hyp != "yes":
+        return _not_sat(hyp, "ceil's definition")
+    goals = [q >= 0, z3.Implies(t == 0, q == 0), z3.Implies(t >= 1, z3.And(q >= 1, q <= t)),
+             z3.Implies(t <= t2, q <= q2)]
+    for goal in goals:
+        status, model = _unsat(solver, z3.Not(goal))
+        if status != PROVED:
+            cex = None if model is None else {k: model.eval(v, True).as_long() for k, v in
+                                              (("block_size", bs), ("t", t), ("t2", t2), ("q", q), ("q2", q2))}
+            return _result(status, f"ceil does not satisfy {goal}", cex)
+    return _result(PROVED, "blk(0) = 0; 1 <= blk(t) <= t for t >= 1; monotone; for every block_size >= 1 (any n)")
+
+
+def prove_total(n: int, mutant: str | None = None) -> dict:
+    """Every non-terminal state that satisfies the invariant has a successor."""
+    inp, (s, t) = _frames_setup(n, mutant)
+    trans, terms, args = _step(inp, s, t, mutant, "total")
+    solver = _solver()
+    solver.add(*M.domain(inp, mutant), *_strengthened(inp, s), z3.Not(M.is_terminal(inp, s)), *M.frame_defs(inp, s))
+    solver.add(M.blocks_axioms(inp, args))
+    hyp = _hyp(solver)
+    if hyp != "yes":
+        return _not_sat(hyp, "non-terminal states")
+    status, model = _unsat(solver, z3.Not(z3.And(list(terms.defs) or [z3.BoolVal(True)])))
+    if status == REFUTED:
+        val = M.read_frame(model, inp, s)
+        return _result(REFUTED, "this non-terminal state has no successor",
+                       {"breaks": TOTAL, "call": _call_text(val), "state": describe(val)})
+    return _result(status, "the tick's terms are explicit; its definitions hold in every non-terminal state")
+
+
+def prove_inductive(name: str, n: int, mutant: str | None = None) -> dict:
+    """Initiation and consecution of one row at n requests, assuming every row at the pre-state."""
+    predicate = _encoding(name)
+    inp, (s, t) = _frames_setup(n, mutant)
+    base = _solver()
+    base.add(*M.domain(inp, mutant))
+    base.push()
+    base.add(M.init(inp, s, mutant))
+    base.add(M.blocks_axioms(inp, M.frame_block_args(inp, s)))
+    base.add(M.frame_defs(inp, s))
+    hyp = _hyp(base)
+    if hyp != "yes":
+        return _not_sat(hyp, "initiation (Init and the domain)")
+    status, model = _unsat(base, z3.Not(predicate(inp, s)))
+    base.pop()
+    if status == REFUTED:
+        val = M.read_frame(model, inp, s)
+        return _result(REFUTED, "initiation fails", {"breaks": name, "call": _call_text(val), "state": describe(val),
+                                                     "after_steps": 0})
+    if status == UNKNOWN:
+        return _result(UNKNOWN, "initiation: the solver gave up")
+    trans, terms, args = _step(inp, s, t, mutant)
+    base.add(*_strengthened(inp, s, assumptions(name)))
+    base.add(*M.frame_defs(inp, s), *M.frame_defs(inp, t))
+    base.add(trans)
+    base.add(M.blocks_axioms(inp, args))
+    hyp = _hyp(base)
+    if hyp != "yes":
+        return _not_sat(hyp, f"consecution ({', '.join(assumptions(name))} and the step)")
+    if name in SPLIT:
+        status, model = _unsat_parts(base, predicate(inp, t), M.step_hints(inp, s, t, terms))
+    else:
+        status, model = _unsat(base, z3.Not(predicate(inp, t)))
+    if status == PROVED:
+        return _result(PROVED, f"assumes {', '.join(assumptions(name))}")
+    if status == UNKNOWN:
+        return _result(UNKNOWN, "consecution: the solver gave up")
+    # Not inductive: look for a reachable violation, with up to 3 requests (a CTI at n = 1 may need a second
+    # request to be reached, as a preemption does); the claim is "for every n <= the bound", so any of them refutes it.
+    found = bmc(name, 3, 5, mutant)
+    if found is not None:
+        return _result(REFUTED, f"a reachable state with {found['n']} request(s) breaks it", found)
+    cti = {"before": describe(M.read_frame(model, inp, s)), "after": describe(M.read_frame(model, inp, t))}
+    return _result(UNKNOWN, f"not inductive with the invariant (counterexample to induction {cti}); "
+                            "no reachable violation found within 5 steps")
+
+
+def bmc(target: str, n_max: int, depth: int, mutant: str | None = None) -> dict | None:
+    """A concrete run from Init that breaks ``target`` within ``depth`` steps and n <= n_max requests, or None."""
+    predicate = _encoding(target)
+    for n in range(1, n_max + 1):
+        inp = M.make_inputs(n, block_size=1)  # a search: one concrete block size keeps it linear
+        frames = [M.make_vars(inp, "b0")]
+        solver = _solver()
+        solver.add(*M.domain(inp, mutant), M.init(inp, frames[0], mutant))
+        for d in range(depth + 1):
+            solver.add(M.blocks_axioms(inp, M.frame_block_args(inp, frames[-1])))
+            solver.add(M.blocks_exact(inp, M.frame_block_args(inp, frames[-1])))
+            solver.add(M.frame_defs(inp, frames[-1]))
+            result, model = _check(solver, [z3.Not(predicate(inp, frames[-1]))])
+            if model is not None:
+                vals = [M.read_frame(model, inp, f) for f in frames]
+                return {"breaks": target, "call": _call_text(vals[0]), "after_steps": len(frames) - 1,
+                        "state": describe(vals[-1]), "n": n}
+            if d == depth:
+                break
+            nxt = M.make_vars(inp, f"b{d + 1}")
+            trans, terms, args = _step(inp, frames[-1], nxt, mutant, f"b{d}")
+            solver.add(trans, *M.blocks_exact(inp, list(terms.block_args)))
+            frames.append(nxt)
+    return None
+
+
+def prove_by_construction(name: str, n: int, mutant: str | None = None) -> dict:
+    """``name`` holds in every state of the per-request encoding over the domain, with no step at all."""
+    inp, (s, t) = _frames_setup(n, mutant)
+    solver = _solver()
+    solver.add(*M.domain(inp, mutant))
+    hyp = _hyp(solver)
+    if hyp != "yes":
+        return _not_sat(hyp, "the states of the encoding")
+    # A step that has no successor would make "no step breaks it" empty: check the step exists here too.
+    trans, terms, args = _step(inp, s, t, mutant)
+    solver.push()
+    solver.add(trans, *M.blocks_axioms(inp, args), *_strengthened(inp, s), *M.frame_defs(inp, s))
+    hyp = _hyp(solver)
+    solver.pop()
+    if hyp != "yes":
+        return _not_sat(hyp, "the states of the encoding and the step")
+    status, model = _unsat(solver, z3.Not(_encoding(name)(inp, s)))
+    return _result(status, "one record per request and distinct ids: the negation is unsat over the "
+                           "representation alone, no step can break it" if status == PROVED else "the solver gave up")
+
+
+def prove_termination(n: int, mutant: str | None = None) -> dict:
+    """Under the invariant, remaining_work >= 0 and every step decreases it by at least one."""
+    inp, (s, t) = _frames_setup(n, mutant)
+    trans, terms, args = _step(inp, s, t, mutant)
+    solver = _solver()
+    solver.add(*M.domain(inp, mutant), *_strengthened(inp, s, SUPPORT["termination_ranking"]), trans,
+               *M.blocks_axioms(inp, args), *M.frame_defs(inp, s), *M.frame_defs(inp, t))
+    hyp = _hyp(solver)
+    if hyp != "yes":
+        return _not_sat(hyp, "the invariant and the step")
+    rank_s, rank_t = M.remaining_work(inp, s), M.remaining_work(inp, t)
+    for goal, what in ((rank_s >= 0, "remaining_work >= 0"), (rank_t <= rank_s - 1, "remaining_work falls by >= 1")):
+        status, model = _unsat(solver, z3.Not(goal))
+        if status != PROVED:
+            cex = None
+            if model is not None:
+                cex = {"breaks": what, "call": _call_text(M.read_frame(model, inp, s)),
+                       "before": describe(M.read_frame(model, inp, s)), "after": describe(M.read_frame(model, inp, t))}
+            return _result(status, f"{what} fails", cex)
+    return _result(PROVED, "remaining_work >= 0 and falls by >= 1 on every step: the head of the running list is "
+                           "never preempted (its peak need fits the pool) and computes >= 1 token, leaves, or an "
+                           "abort removes a request; with nothing running the head of the queue is admitted")
+
+
+def _repeats(inp: M.Inputs, s: M.Vars, t: M.Vars) -> z3.BoolRef:
+    """t equals s in everything the step reads but the clock, every unfinished request has arrived and none will abort."""
+    same = []
+    for i in range(inp.n):
+        same += [t.st[i] == s.st[i], t.c[i] == s.c[i], t.g[i] == s.g[i], t.b[i] == s.b[i],
+                 t.rr[i] == s.rr[i], t.wr[i] == s.wr[i], t.hs[i] == s.hs[i],
+                 z3.Implies(M.unfinished(s, i), z3.And(inp.arr[i] <= s.clock, z3.Not(inp.has_abort[i])))]
+    return z3.And(same + [t.nr == s.nr, t.wf == s.wf, z3.Not(M.is_terminal(inp, s))])
+
+
+def _small(inp: M.Inputs, top: int = 6) -> list:
+    """Small constants, so that the run Z3 shows is one a reader can follow (a search restriction only)."""
+    out = [inp.max_seqs <= 3, inp.budget <= top, inp.num_blocks <= top]
+    for i in range(inp.n):
+        out += [inp.arr[i] <= 3, inp.prompt[i] <= top, inp.output[i] <= top, inp.abort[i] <= top]
+    return out
+
+
+def _any_req(f, n):
+    return z3.Or([f(i) for i in range(n)]) if n else z3.BoolVal(False)
+
+
+# What the stuck request must have done, so that the run shows the rule's point, not a trivial start.
+_WITNESS = {
+    "feasible_pool": lambda s, i: s.hs[i],  # it was admitted and ran, then never finishes
+    "feasible_budget": lambda s, i: s.pre[i] >= 1,  # it was preempted and can never be recomputed
+}
+
+
+def prove_rule_needed(rule: str, mutant: str | None = None) -> dict:
+    """Without ``rule`` a concrete run from Init reaches a state the step repeats forever; with it see termination_ranking."""
+    drop, shows = RULES[rule]
+    for n in range(1, RULE_N + 1):
+        inp = M.make_inputs(n, block_size=1)  # a search: one concrete block size keeps it linear
+        frames = [M.make_vars(inp, "r0")]
+        solver = _solver()
+        solver.add(*M.domain(inp, drop), M.init(inp, frames[0], mutant), *_small(inp))
+        for d in range(RULE_DEPTH):
+            nxt = M.make_vars(inp, f"r{d + 1}")
+            trans, terms, args = _step(inp, frames[-1], nxt, mutant, f"r{d}")
+            solver.add(trans, *M.blocks_exact(inp, args))
+            frames.append(nxt)
+            witness = _any_req(lambda i: z3.And(M.unfinished(frames[-2], i), _WITNESS[rule](frames[-2], i)), inp.n)
+            result, model = _check(solver, [_repeats(inp, frames[-2], frames[-1]), witness])
+            if result == z3.sat:
+                vals = [M.read_frame(model, inp, f) for f in frames]
+                cex = {"without_rule": rule, "breaks": "termination (the run never ends)", "call": _call_text(vals[0]),
+                       "shows": shows, "after_steps": len(frames) - 2, "state": describe(vals[-2])}
+                return _result(PROVED, "without the rule: a reachable state that the step repeats forever; "
+                                       "with it: termination_ranking", cex)
+    return _result(REFUTED if mutant else UNKNOWN,
+                   f"no repeating state within {RULE_DEPTH} steps and n <= {RULE_N} without the rule")
+
+
+# --- any-n rows: the two passes as folds over the requests -------------------------------------
+
+
+def prove_budget_any_n(mutant: str | None = None) -> dict:
+    """Both passes together spend at most token_budget, for any number of requests: each pass is a fold whose one step Z3 proves.
+
+    The encoding writes request r's tokens as the closed form of a fold over the
+    requests before it (running pass: min(need, max(0, budget - needs before));
+    waiting pass: the chunk under max(0, budget left - known lengths before)).  Z3
+    proves, for one symbolic request and symbolic sums before it, that the fold's
+    budget left after it is the closed form one position on and never negative; by
+    induction over the positions (any n) the pass spends budget - (what is left) <= budget."""
+    budget, before, need, left1, known_before, kn = z3.Ints("budget before need left1 known_before kn")
+    chunked = z3.Bool("chunked")
+    start = budget + (1 if mutant == "budget_plus_one" else 0)  # what the running pass starts from
+    solver = _solver()
+    solver.add(budget >= 1, before >= 0, need >= 0, left1 >= 0, known_before >= 0, kn >= 1)
+    hyp = _hyp(solver)
+    if hyp != "yes":
+        return _not_sat(hyp, "one request and the sums before it")
+    left = M.zmax(0, start - before)
+    n = M.zmin(need, left)
+    wleft = M.zmax(0, left1 - known_before)
+    chunk = z3.If(chunked, M.zmin(kn, wleft), kn)
+    admitted = z3.And(wleft > 0, z3.Or(chunked, kn <= wleft))
+    goals = [
+        (M.zmax(0, start - 0) == budget, "the running pass starts with token_budget left"),
+        (z3.And(n >= 0, n <= left, M.zmax(0, start - (before + need)) == left - n), "a running-pass step"),
+        (z3.Implies(admitted, z3.And(chunk >= 1, chunk <= wleft,
+                                     M.zmax(0, left1 - (known_before + kn)) == wleft - chunk)), "a waiting-pass step"),
+    ]
+    for goal, what in goals:
+        status, model = _unsat(solver, z3.Not(goal))
+        if status != PROVED:
+            cex = None if model is None else {str(v): str(model.eval(v, True)) for v in
+                                              (budget, before, need, left1, known_before, kn, chunked)}
+            return _result(status, f"{what} fails", cex)
+    return _result(PROVED, "each pass is a fold that never lets the budget left go below 0: together they spend "
+                           "token_budget - left <= token_budget, for any number of requests")
+
+
+def prove_pool_any_n(mutant: str | None = None) -> dict:
+    """The blocks held after a tick are at most num_blocks, for any number of requests (the same fold argument for blocks)."""
+    pool, upto, q, free_before = z3.Ints("pool upto q free_before")
+    solver = _solver()
+    solver.add(pool >= 1, upto >= 0, q >= 0, free_before >= 0)
+    hyp = _hyp(solver)
+    if hyp != "yes":
+        return _not_sat(hyp, "one request and the sums before it")
+    limit = pool + (1 if mutant == "pool_plus_one" else 0)  # what the running pass compares with
+    # running pass: the kept prefix is the longest whose blocks (held + taken) fit; what it holds is that sum
+    kept_fits = z3.Implies(upto <= limit, pool - upto >= 0)
+    # waiting pass: a request is admitted only when its blocks fit what is free; free never goes below 0
+    adm_step = z3.Implies(q <= free_before, free_before - q >= 0)
+    for goal, what in ((kept_fits, "the kept prefix fits the pool"), (adm_step, "an admission step")):
+        status, model = _unsat(solver, z3.Not(goal))
+        if status != PROVED:
+            cex = None if model is None else {str(v): model.eval(v, True).as_long() for v in (pool, upto, q, free_before)}
+            return _result(status, f"{what} fails", cex)
+    return _result(PROVED, "the kept prefix holds at most num_blocks and each admission takes at most what is free: "
+                           "held after the tick <= num_blocks, for any number of requests")
+
+
+# --- a theorem users care about: how often can FCFS with recompute preempt one request? ------------
+
+FINDING = "finding:one_request_ahead_preempts_twice"
+FINDING_DEPTH = 7
+
+
+def prove_finding(mutant: str | None = None) -> dict:
+    """"A request is preempted at most once per request ahead of it" is false: Z3 finds a 2-request run preempting one twice.
+
+    Both halves: with one request, no step ever preempts it (inductive, under the
+    invariant); with two requests, bounded model checking from Init (values <= 5)
+    finds a run in which one of them is preempted twice."""
+    inp = M.make_inputs(2, block_size=1)
+    frames = [M.make_vars(inp, "f0")]
+    solver = _solver()
+    solver.add(*M.domain(inp, mutant), M.init(inp, frames[0], mutant), *_small(inp, 5))
+    found = None
+    for d in range(FINDING_DEPTH):
+        nxt = M.make_vars(inp, f"f{d + 1}")
+        trans, terms, args = _step(inp, frames[-1], nxt, mutant, f"f{d}")
+        solver.add(trans, *M.blocks_exact(inp, args))
+        frames.append(nxt)
+        result, model = _check(solver, [z3.Or(nxt.pre[0] >= 2, nxt.pre[1] >= 2)])
+        if result == z3.sat:
+            vals = [M.read_frame(model, inp, f) for f in frames]
+            preempted = [[vals[k]["rid"][i] for i in range(2) if vals[k]["pe"][i]] for k in range(1, len(vals))]
+            found = {"breaks": "preempted at most once per request ahead", "call": _call_text(vals[0]),
+                     "after_steps": len(frames) - 1, "state": describe(vals[-1]),
+                     "preempted_per_step": preempted,
+                     "shows": "one request ahead of it preempts it twice, so 'at most one preemption per request "
+                              "ahead' is false: a bound k must depend on more than the number of requests"}
+            break
+    if found is None:
+        return _result(REFUTED, f"no run within {FINDING_DEPTH} steps preempts a request twice (2 requests, values <= 5)")
+    one = M.make_inputs(1)
+    s, t = M.make_vars(one, "0"), M.make_vars(one, "1")
+    trans, terms, args = _step(one, s, t, mutant)
+    lone = _solver()
+    lone.add(*M.domain(one, mutant), *_strengthened(one, s), trans, *M.blocks_axioms(one, args),
+             *M.frame_defs(one, s), *M.frame_defs(one, t))
+    hyp = _hyp(lone)
+    if hyp != "yes":
+        return _not_sat(hyp, "one request: the invariant and the step")
+    status, _ = _unsat(lone, z3.Not(z3.Not(terms.pre[0])))
+    if status != PROVED:
+        return _result(status, "a lone request can be preempted", found)
+    return _result(PROVED, "refuted with 2 requests (the run shown); with 1 request no step preempts it", found)
+
+
+# --- the ledger -----------------------------------------------------------------------------
+
+
+def _claim(name, method, bound, run, depends=()) -> Claim:
+    return Claim(name, method, bound, run, tuple(depends), REFUTED_BY.get(name))
+
+
+def _not_encoded(name: str) -> dict:
+    return _result(UNKNOWN, f"not proved: {M.NOT_ENCODED[name]}", hypotheses="unknown")
+
+
+def claims(max_requests: int = 8, mutant: str | None = None) -> list[Claim]:
+    """Every row of ``schedcheck prove --model serving``, in ledger order; with ``mutant``, against that broken step."""
+    n = max_requests
+    assert n >= 1, f"max_requests={n!r}: expected an int >= 1"
+    assert mutant is None or mutant in M.MUTANTS, f"mutant={mutant!r}: expected one of {sorted(M.MUTANTS)}"
+    from spec.serving import STATE_INVARIANTS
+
+    bound = f"n <= {n}"
+    names = invariant_names()
+    rows_names = [row_name(x) for x in names]
+    rows = [_claim(TOTAL, "by construction", bound, partial(up_to, partial(prove_total, mutant=mutant), n),
+                   [r for r in rows_names if r != "no_duplicate_active"] + [BLOCKS]),
+            _claim(BLOCKS, "one step", "any block_size", partial(prove_blocks_axioms, mutant))]
+    for name in names:
+        others = [r for r in rows_names if r != row_name(name)]
+        if name in BY_CONSTRUCTION:
+            rows.append(_claim(name, "by construction", "by construction",
+                               partial(up_to, partial(prove_by_construction, name, mutant=mutant), n), [TOTAL]))
+            continue
+        rows.append(_claim(row_name(name), "inductive", bound,
+                           partial(up_to, partial(prove_inductive, name, mutant=mutant), n),
+                           [TOTAL, BLOCKS] + [row_name(a) for a in SUPPORT[name]]))
+    for inv in STATE_INVARIANTS:
+        if inv.name in M.NOT_ENCODED:
+            rows.append(_claim(inv.name, "not encoded", "-", partial(_not_encoded, inv.name)))
+    rows.append(_claim("termination_ranking", "inductive", bound,
+                       partial(up_to, partial(prove_termination, mutant=mutant), n),
+                       [TOTAL, BLOCKS] + [row_name(a) for a in SUPPORT["termination_ranking"]]))
+    for rule in RULES:
+        rows.append(_claim(f"rule_needed:{rule}", "bounded", f"n <= {RULE_N} without; with: termination_ranking",
+                           partial(prove_rule_needed, rule, mutant), ["termination_ranking"]))
+    rows.append(_claim("token_budget (any n)", "abstraction", "any n (fold; link by construction)",
+                       partial(prove_budget_any_n, mutant)))
+    rows.append(_claim("kv_capacity (any n)", "abstraction", "any n (fold; link by construction)",
+                       partial(prove_pool_any_n, mutant)))
+    rows.append(_claim(FINDING, "bounded", "n = 2 (refuted); n = 1 (never)", partial(prove_finding, mutant),
+                       [TOTAL, BLOCKS] + rows_names))
+    order = [inv.name for inv in STATE_INVARIANTS]
+    head = rows[:2]
+    body = sorted(rows[2:2 + len(names) + len(M.NOT_ENCODED)],
+                  key=lambda c: (order.index(c.claim) if c.claim in order else len(order), c.claim))
+    return head + body + rows[2 + len(names) + len(M.NOT_ENCODED):]

@@ -1,0 +1,202 @@
+"""The serving model's Z3 ledger: every encoded row proved, each refuted by its mutant, vacuity detected, the report's shape.
+
+The fast tests run the rows at n = 1 in-process; the whole ledger at the default
+bound and every mutant are ``slow``.
+"""
+
+import argparse
+import json
+import pathlib
+
+import pytest
+import z3
+
+from proofs.cli import main as cli
+from proofs.smt import serving_claims as C
+from proofs.smt import serving_model as M
+from proofs.smt import run as R
+from spec.serving import STATE_INVARIANTS
+
+
+def run_rows(n, mutant=None, only=None):
+    out = {}
+    for claim in C.claims(n, mutant):
+        if only is None or claim.claim in only:
+            out[claim.claim] = claim.run()
+    return out
+
+
+@pytest.fixture(scope="module")
+def ledger_n1():
+    return run_rows(1)
+
+
+@pytest.mark.slow
+def test_every_encoded_row_is_proved_at_n1_and_the_rest_are_unknown(ledger_n1):
+    for name, result in ledger_n1.items():
+        if name in M.NOT_ENCODED:
+            assert result["status"] == "unknown", name
+        else:
+            assert result["status"] == "proved", (name, result)
+            assert result["hypotheses"] == "yes", name
+
+
+def test_the_ledger_covers_every_serving_state_invariant():
+    names = {c.claim for c in C.claims(1)}
+    assert {inv.name for inv in STATE_INVARIANTS} <= names
+    assert {"step_total", "lemma:blocks_for_axioms", "termination_ranking", "rule_needed:feasible_pool",
+            "rule_needed:feasible_budget"} <= names
+
+
+def test_unencoded_invariants_are_never_counted_as_proved():
+    claims = [c for c in C.claims(1) if c.claim in M.NOT_ENCODED]
+    rows = R.run_claims(claims, budget=30, workers=1)
+    assert rows and all(r["status"] == "unknown" for r in rows)
+    assert R.exit_code(rows) == 2
+
+
+def test_every_row_names_a_mutant_and_every_mutant_is_used():
+    claims = C.claims(1)
+    assert all(c.refuted_by in M.MUTANTS for c in claims if c.claim not in M.NOT_ENCODED)
+    used = {c.refuted_by for c in claims}
+    assert set(M.MUTANTS) - used <= {"drop_feasible_budget"}, set(M.MUTANTS) - used
+
+
+@pytest.mark.slow
+def test_rule_needed_rows_show_a_concrete_run_that_never_ends(ledger_n1):
+    for rule in C.RULES:
+        result = ledger_n1[f"rule_needed:{rule}"]
+        cex = result["counterexample"]
+        assert result["status"] == "proved" and cex["without_rule"] == rule and cex["call"].startswith("serve(")
+        requests, config = _call(cex["call"])
+        import spec.serving as S
+
+        assert not S.is_valid(requests, config), "the run breaks no domain rule"
+        state = _unchecked_initial(requests, config)  # spec.serving.step itself, outside the domain
+        seen = []
+        for _ in range(12):
+            state = S.step(state)
+            seen.append((state.waiting, state.running))
+        assert not S.is_terminal(state) and seen[-1] == seen[-2] == seen[-3], "the run does not loop"
+
+
+def _unchecked_initial(requests, config):
+    from spec.serving.domain import Config, Request, fcfs_key
+    from spec.serving.state import Ledger, Progress, State
+
+    parsed = sorted((Request(r["id"], r["arrival"], r["prompt"], r["output"], r.get("abort")) for r in requests),
+                    key=fcfs_key)
+    cfg = Config(*(config[k] for k in ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")))
+    return State(tuple(parsed), cfg, 0, tuple(Progress(r) for r in parsed), (), (), (), Ledger(), None)
+
+
+def _call(text):
+    inner = text[len("serve("):-1]
+    requests, config = eval(f"({inner})", {"True": True, "False": False})  # our own printed literal
+    return requests, config
+
+
+def test_an_unsatisfiable_domain_makes_rows_vacuous_never_proved(monkeypatch):
+    original = M.domain
+    monkeypatch.setattr(M, "domain", lambda inp, mutant=None: original(inp, mutant) + [z3.BoolVal(False)])
+    results = run_rows(1, only={"slot_bound", "kv_capacity", "step_total", "termination_ranking", "no_duplicate_active"})
+    for name, result in results.items():
+        assert result["status"] == "vacuous", (name, result)
+
+
+@pytest.mark.parametrize("mutant,row", [("admit_while_le_seqs", "slot_bound"), ("budget_plus_one", "token_budget"),
+                                        ("contradictory_step", "step_total")])
+def test_a_mutant_refutes_its_row_with_a_concrete_run(mutant, row):
+    n = 2 if mutant == "admit_while_le_seqs" else 1
+    result = run_rows(n, mutant, only={row})[row]
+    assert result["status"] == "refuted", result
+    assert result["counterexample"]["call"].startswith("serve(")
+
+
+def test_cli_json_shape_and_exit_code(tmp_path, capsys):
+    path = tmp_path / "serving.json"
+    code = cli.main(["prove", "--model", "serving", "--max-requests", "1", "--claims", "blocks_for",
+                     "--json", str(path), "--no-seconds"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.splitlines()[0] == "schedcheck prove  engine=z3  model=serving"
+    report = json.loads(path.read_text())
+    assert report["verdict"] == "pass"
+    assert [r["claim"] for r in report["results"]] == ["lemma:blocks_for_axioms"]
+    for r in report["results"]:
+        assert set(r) == {"claim", "status", "method", "bound", "hypotheses_satisfiable", "refuted_by", "seconds",
+                          "counterexample"}
+        assert r["status"] == "proved" and r["hypotheses_satisfiable"] == "yes"
+
+
+def test_cli_a_mutant_of_the_other_model_is_a_usage_error(capsys):
+    assert cli.main(["prove", "--model", "serving", "--mutant", "admit_one_per_tick"]) == 2
+    assert "not a mutant of the serving model" in capsys.readouterr().out
+    assert cli.main(["prove", "--model", "serving", "--max-requests", "0"]) == 2
+
+
+def test_the_serving_gate_runs_prove_for_the_serving_model(monkeypatch, tmp_path, capsys):
+    seen = []
+
+    def handler(args):
+        seen.append(args.model)
+        rows = [{"claim": "slot_bound", "status": "proved", "method": "inductive", "bound": "n <= 5", "seconds": 0.1,
+                 "counterexample": None}]
+        pathlib.Path(args.json).write_text(json.dumps({"verdict": "pass", "results": rows}))
+        return 0
+
+    def build_parser(original=cli.build_parser):
+        parser = original()
+        (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        del commands.choices["prove"]
+        prove = commands.add_parser("prove")
+        prove.add_argument("--budget", type=float)
+        prove.add_argument("--model", default="chapter")
+        prove.add_argument("--json")
+        prove.set_defaults(handler=handler)
+        return parser
+
+    monkeypatch.setattr(cli, "build_parser", build_parser)
+    args = cli.build_parser().parse_args(["gate", "--model", "serving", "--skip", "verify", "--out",
+                                          str(tmp_path / "reports"), "--no-seconds"])
+    args.run_cli = lambda argv: cli.main(argv)
+    code = args.handler(args)
+    out = capsys.readouterr().out
+    assert seen == ["serving"], out
+    assert "prove              spec    proved" in out and code == 0, out
+
+
+# --- slow: the whole ledger and every mutant -------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_default_ledger_proves_every_encoded_row(tmp_path, capsys):
+    path = tmp_path / "serving.json"
+    code = cli.main(["prove", "--model", "serving", "--json", str(path), "--no-seconds"])
+    report = json.loads(path.read_text())
+    for r in report["results"]:
+        if r["claim"] in M.NOT_ENCODED:
+            assert r["status"] == "unknown"
+        else:
+            assert r["status"] == "proved", r
+    assert code == (2 if M.NOT_ENCODED else 0)
+
+
+def test_the_finding_is_a_real_run_of_spec_serving():
+    result = C.prove_finding()
+    assert result["status"] == "proved", result
+    import spec.serving as S
+
+    requests, config = _call(result["counterexample"]["call"])
+    assert S.is_valid(requests, config)
+    assert max(r["preemptions"] for r in S.run(requests, config)["requests"]) >= 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("claim", [c.claim for c in C.claims(1) if c.claim not in M.NOT_ENCODED])
+def test_every_row_is_refuted_by_its_mutant(claim):
+    mutant = next(c.refuted_by for c in C.claims(1) if c.claim == claim)
+    n = 3 if claim in ("fcfs_admission", "no_admission_after_preemption") else 2
+    result = run_rows(n, mutant, only={claim})[claim]
+    expected = "vacuous" if claim in C.BY_CONSTRUCTION else "refuted"
+    assert result["status"] == expected, (claim, mutant, result)
