@@ -30,11 +30,9 @@ import atexit
 import copy
 import json
 import os
-import time
 
 CAMPAIGN_DIR = "SCHEDCHECK_FUZZ_DIR"  # the environment variable naming a campaign's folder
 FOUND_PER_PROCESS = 5  # a worker writes at most this many findings (HypoFuzz shrinks after the first)
-FLUSH_SECONDS = 1.0  # how often a worker writes its counts
 CORRUPTED_RULE = "a corrupted input"  # the rule verify gives a corrupted call's validation counterexample
 
 
@@ -60,7 +58,6 @@ class Context:
         self.calls = 0
         self.examples: dict[str, int] = {}
         self.found = 0
-        self._flushed = 0.0
         atexit.register(self.close)  # before multiprocessing's own exit handler joins the child
 
     def close(self) -> None:
@@ -85,14 +82,12 @@ class Context:
     def count(self, invariant: str, calls: int) -> None:
         self.calls += calls
         self.examples[invariant] = self.examples.get(invariant, 0) + 1
-        if self.folder and time.monotonic() - self._flushed > FLUSH_SECONDS:
-            self.flush()
+        self.flush()  # after every example: a worker is killed, never asked, at the end
 
     def flush(self) -> None:
         """Write this process's counts to ``worker-PID.json`` of the campaign's folder."""
         if not self.folder:
             return
-        self._flushed = time.monotonic()
         _write_json(os.path.join(self.folder, f"worker-{os.getpid()}.json"),
                     {"calls": self.calls, "examples": dict(sorted(self.examples.items()))})
 
