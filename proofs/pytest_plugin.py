@@ -14,6 +14,12 @@ replay command, and passes otherwise.  When the target cannot be called as
 when verify cannot run at all (exit 2: no such file, an import error), every item
 fails with its message.
 
+With ``--schedcheck-fuzz`` the items are instead verify's three searches
+(``conformance``, ``deterministic``, ``corrupted_validation``), each a Hypothesis test
+``pytest.Function`` that judges every invariant on every call (proofs.fuzz.properties),
+under a Hypothesis profile whose database is ``--schedcheck-db``: the items HypoFuzz
+collects and fuzzes in ``schedcheck fuzz``, and that plain pytest runs once each.
+
 Registered through the ``pytest11`` entry point as ``schedcheck``; without it, load
 it with ``-p proofs.pytest_plugin``.  Nothing runs unless ``--schedcheck`` is given.
 """
