@@ -101,7 +101,7 @@ def shared_key(target_text: str, model) -> bytes:
 def publish(database, cex, target_text: str) -> None:
     """Put a confirmed counterexample in the example database, for every campaign that shares it."""
     if database is not None:
-        value = json.dumps(dict(cex.to_json(), target=target_text), sort_keys=True).encode()
+        value = json.dumps(dict(cex.to_json(), target=target_text)).encode()  # as saved: key order kept
         database.save(shared_key(target_text, cex_model(cex)), value)
 
 

@@ -58,7 +58,7 @@ class Context:
         self.calls = 0
         self.examples: dict[str, int] = {}
         self.found = 0
-        atexit.register(self.close)  # before multiprocessing's own exit handler joins the child
+        self._closing = False
 
     def close(self) -> None:
         """Stop this process's sandbox child (a fresh one starts on the next call)."""
@@ -75,6 +75,9 @@ class Context:
                                           adapter=getattr(self.model, "adapter", None))
             self._pid = os.getpid()
             self._process.start()
+            if not self._closing:  # registered after multiprocessing's exit handler, so it runs before that
+                atexit.register(self.close)  # joins the child, which would wait for its next call for ever
+                self._closing = True
         return self._process
 
     # -- the campaign's files ---------------------------------------------------------
