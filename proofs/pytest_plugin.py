@@ -71,6 +71,9 @@ def pytest_addoption(parser) -> None:
     group.addoption("--schedcheck-fuzz", action="store_true", default=False,
                     help="make each invariant's item a Hypothesis test (proofs.fuzz.properties), as "
                     "`schedcheck fuzz` has HypoFuzz fuzz them, instead of one verify run")
+    group.addoption("--schedcheck-fuzz-check", action="append", default=None, metavar="NAME",
+                    choices=("conformance", "deterministic", "corrupted_validation"),
+                    help="with --schedcheck-fuzz: only this search (repeatable; default all three)")
     group.addoption("--schedcheck-db", default=None, metavar="DIR|none|redis://HOST:PORT[/DB]",
                     help="with --schedcheck-fuzz: the example database of the session's Hypothesis profile (verify's --db)")
     group.addoption("--schedcheck-call-timeout", type=float, default=1.0, metavar="S",
@@ -147,7 +150,8 @@ class SchedcheckTarget(pytest.Collector):
             context = Context(self.target, model, policy, self.config.getoption("schedcheck_call_timeout"))
         except (TargetError, ValueError) as error:
             raise pytest.UsageError(f"--schedcheck {self.target}: {error}") from None
-        for check in CHECKS:
+        chosen = self.config.getoption("schedcheck_fuzz_check") or CHECKS
+        for check in (c for c in CHECKS if c in chosen):
             item = pytest.Function.from_parent(self, name=check, callobj=make_test(context, check))
             item.add_marker("hypothesis")
             yield item

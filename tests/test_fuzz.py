@@ -21,7 +21,8 @@ pytest.importorskip("hypofuzz", reason="HypoFuzz is not installed (pip install -
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUGGY = os.path.join(ROOT, "tests", "corpus", "buggy", "admits_one_too_many.py") + ":schedule"  # slot_bound
-CAMPAIGN_SECONDS = "150"  # a bound, not an expectation: HypoFuzz spends 100 inputs on a test before it switches
+CAMPAIGN_SECONDS = "150"  # a bound, not an expectation
+FOCUS = ("--check", "conformance")  # the search that finds slot_bound (HypoFuzz spends 100 inputs on one before it switches)
 
 # Correct, except on one input a random search is most unlikely to draw: three jobs of
 # 3, 1 and 4 tokens arriving at ticks 0, 1 and 5 on 3 slots, whose makespan is one tick too long.
@@ -118,6 +119,10 @@ def test_hypofuzz_collects_every_fuzz_item_of_the_plugin(tmp_path):
                                     for check in ("conformance", "deterministic", "corrupted_validation")]
     assert collected["skipped"] == {}
 
+    focused = subprocess.run([sys.executable, "-c", COLLECT, *args, "--schedcheck-fuzz-check", "deterministic"],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert json.loads(focused.stdout.strip().splitlines()[-1])["targets"] == [f"schedcheck[{BUGGY}]::deterministic"]
+
 
 @pytest.mark.slow
 def test_plain_pytest_runs_the_same_items_and_fails_on_the_buggy_target(tmp_path):
@@ -136,7 +141,7 @@ def test_plain_pytest_runs_the_same_items_and_fails_on_the_buggy_target(tmp_path
 @pytest.mark.slow
 def test_a_buggy_target_is_found_minimised_saved_and_replayed_first_by_verify(tmp_path):
     here = tmp_path / "campaign"
-    run = schedcheck(here, "fuzz", BUGGY, "--max-seconds", CAMPAIGN_SECONDS, "--no-dashboard",
+    run = schedcheck(here, "fuzz", BUGGY, *FOCUS, "--max-seconds", CAMPAIGN_SECONDS, "--no-dashboard",
                      "--json", str(tmp_path / "fuzz.json"))
     assert run.returncode == 1, run.stdout + run.stderr
     assert run.stdout.startswith("FAIL slot_bound  engine=hypothesis"), run.stdout
@@ -232,7 +237,7 @@ def published(client, target):
 @needs_redis
 def test_what_worker_a_found_is_replayed_first_by_worker_b_and_by_verify_there(tmp_path, redis_url):
     url, client = redis_url
-    first = schedcheck(tmp_path / "machine-a", "fuzz", BUGGY, "--db", url, "--max-seconds", CAMPAIGN_SECONDS,
+    first = schedcheck(tmp_path / "machine-a", "fuzz", BUGGY, *FOCUS, "--db", url, "--max-seconds", CAMPAIGN_SECONDS,
                        "--no-dashboard")
     assert first.returncode == 1, first.stdout + first.stderr
     [cex] = saved(tmp_path / "machine-a")

@@ -43,6 +43,7 @@ import time
 
 from proofs import models
 from proofs.cli.paths import OUTPUT_PATHS_HELP, output_problem
+from proofs.fuzz.properties import CHECKS
 from proofs.outcomes import EXIT_CODES_HELP, FAIL, exit_code
 
 DEFAULT_PORT = 9999  # HypoFuzz's own default
@@ -75,6 +76,10 @@ def add_parsers(commands) -> None:
                       help="which model of the spec judges the target (default %(default)s)")
     fuzz.add_argument("--policy", default=None, metavar="fcfs|none", help="serving model: fcfs (default) or none")
     fuzz.add_argument("--workers", type=int, default=1, metavar="N", help="HypoFuzz worker processes (default 1)")
+    fuzz.add_argument("--check", action="append", choices=CHECKS, default=None, metavar="NAME",
+                      help="fuzz only this search of verify's: " + ", ".join(CHECKS) + " (repeatable; default all; "
+                      "HypoFuzz spends a hundred inputs on one before it switches, and a deterministic input costs "
+                      "seven calls in fresh processes)")
     fuzz.add_argument("--max-seconds", type=float, default=None, metavar="S",
                       help="stop fuzzing after S seconds (default: run until a failure or Ctrl-C)")
     fuzz.add_argument("--db", default=None, metavar="DIR|redis://HOST:PORT[/DB]",
@@ -184,6 +189,8 @@ def _pytest_args(args, folder: str, model, target_text: str) -> list[str]:
     pytest_args = ["-p", "no:cacheprovider", "-c", ini, "--rootdir", folder, folder,
                    "--schedcheck", target_text, "--schedcheck-fuzz", "--schedcheck-model", model.name,
                    "--schedcheck-call-timeout", f"{args.call_timeout:g}"]
+    for check in args.check or ():
+        pytest_args += ["--schedcheck-fuzz-check", check]
     if args.policy is not None:
         pytest_args += ["--schedcheck-policy", args.policy]
     if args.db is not None:
