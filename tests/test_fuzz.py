@@ -182,6 +182,28 @@ def test_a_correct_target_runs_to_max_seconds_and_exits_0_without_saying_pass(tm
     assert processes_in(tmp_path) == []  # HypoFuzz's hub, workers and the sandbox children are gone
 
 
+@pytest.mark.slow
+def test_ctrl_c_stops_a_campaign_cleanly_with_what_it_covered(tmp_path):
+    import signal
+
+    running = schedcheck(tmp_path, "fuzz", "impl:schedule", "--check", "conformance", "--no-dashboard", background=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any("proofs.fuzz.hub" in args for args in commands_in(tmp_path)):
+            time.sleep(0.2)  # until HypoFuzz runs beside the command
+        time.sleep(5)
+        running.send_signal(signal.SIGINT)
+        out, err = running.communicate(timeout=60)
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.wait()
+    assert running.returncode == 0, out + err
+    assert out.strip().splitlines()[-1].startswith("NO FAILURE impl:schedule  engine=hypofuzz  "), out
+    assert "Traceback" not in out + err
+    assert processes_in(tmp_path) == []
+
+
 def processes_in(folder) -> list[int]:
     """The processes whose working directory is ``folder`` (a campaign's hub and workers inherit it)."""
     pids = []
@@ -192,6 +214,18 @@ def processes_in(folder) -> list[int]:
         except OSError:
             continue
     return pids
+
+
+def commands_in(folder) -> list[str]:
+    """The command lines of ``processes_in(folder)``."""
+    lines = []
+    for pid in processes_in(folder):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                lines.append(handle.read().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue
+    return lines
 
 
 # -- the shared database: a real redis-server on loopback ---------------------------------------

@@ -338,6 +338,8 @@ def run_fuzz(args: argparse.Namespace) -> int:
             found, where = _replay(process, model, [cex for _, cex in published], save_dir)
     except TargetError as error:
         return _fail_usage(str(error))
+    except (KeyboardInterrupt, _Stopped):
+        return _report_no_failure(args, target.text, model, 0, {}, [], started)
     if found is not None:
         how = f"replayed first: a counterexample {where} still fails; nothing fuzzed"
         return _report_failure(args, target.text, model, database, found, how, 0, {}, started)
@@ -397,9 +399,14 @@ def run_fuzz(args: argparse.Namespace) -> int:
                     how = "published in the example database by another campaign while this one ran; replayed here"
                     return _report_failure(args, target.text, model, database, found, how, calls, examples, started)
                 continue
-            with fresh_process() as process:
-                process.start()
-                found, new_flaky = _minimise(process, model, findings[0])
+            try:
+                with fresh_process() as process:
+                    process.start()
+                    found, new_flaky = _minimise(process, model, findings[0])
+            except (KeyboardInterrupt, _Stopped):
+                print(f"schedcheck: stopped while a {findings[0].property} finding was being minimised: not confirmed, "
+                      f"not saved (run `schedcheck verify {target.text}`)", file=sys.stderr)
+                return 2
             flaky += new_flaky
             if found is not None:
                 how = (f"found by HypoFuzz after {calls} calls in {time.monotonic() - started:.0f} s; "
