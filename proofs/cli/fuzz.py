@@ -447,8 +447,10 @@ def _report_no_failure(args, target_text, model, calls, examples, flaky, started
         print(f"flaky {entry['invariant']} (size {entry['size']}): {entry['message']}; not counted")
         print(f"  {entry['input_repr']}")
         print()
-    for name, count in examples.items():
-        print(f"hypofuzz  {name:28} {count:>8} examples")
+    for name in (c for c in CHECKS if c in (args.check or CHECKS)):  # every search planned, those never run too
+        count = examples.get(name, 0)
+        note = "" if count else "  (HypoFuzz never picked it: --check " + name + " fuzzes it alone)"
+        print(f"hypofuzz  {name:28} {count:>8} examples{note}")
     line = (f"NO FAILURE {target_text}  engine=hypofuzz  {calls} calls in {seconds:.0f} s, {args.workers} worker"
             f"{'s' if args.workers > 1 else ''}: a campaign that found nothing is not a proof, and not a pass")
     print(line)
