@@ -83,7 +83,18 @@ def save_traceback(error: BaseException) -> str:
     return path
 
 
+def drop_appended_cwd() -> None:
+    """Undo the ``sys.path.append(".")`` of ``hypothesis.extra.cli``, which HypoFuzz's Hypothesis plugin imports
+    whenever Hypothesis is imported, so that a module target never resolves from the working directory."""
+    import hypothesis  # noqa: F401  (its plugins load now, not in the middle of a command)
+
+    if "hypothesis.extra.cli" in sys.modules:
+        while "." in sys.path:
+            sys.path.remove(".")
+
+
 def main(argv: list[str] | None = None) -> int:
+    drop_appended_cwd()
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
