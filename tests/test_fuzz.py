@@ -334,3 +334,12 @@ def test_a_running_campaign_replays_what_another_machine_publishes(tmp_path, red
     assert "published in the example database by another campaign while this one ran" in out
     assert out.splitlines()[1] == cex.input_repr()
     assert [c["input_repr"] for c in saved(tmp_path / "machine-b")] == [cex.input_repr()]
+
+
+def test_main_undoes_the_working_directory_that_hypothesis_cli_puts_on_the_path(monkeypatch):
+    import hypothesis.extra.cli  # noqa: F401  (HypoFuzz's Hypothesis plugin imports it; it appends ".")
+    from proofs.cli.main import drop_appended_cwd
+
+    monkeypatch.setattr(sys, "path", [*sys.path, "."])
+    drop_appended_cwd()
+    assert "." not in sys.path
