@@ -14,6 +14,12 @@ replay command, and passes otherwise.  When the target cannot be called as
 when verify cannot run at all (exit 2: no such file, an import error), every item
 fails with its message.
 
+With ``--schedcheck-fuzz`` the items are instead verify's three searches
+(``conformance``, ``deterministic``, ``corrupted_validation``), each a Hypothesis test
+``pytest.Function`` that judges every invariant on every call (proofs.fuzz.properties),
+under a Hypothesis profile whose database is ``--schedcheck-db``: the items HypoFuzz
+collects and fuzzes in ``schedcheck fuzz``, and that plain pytest runs once each.
+
 Registered through the ``pytest11`` entry point as ``schedcheck``; without it, load
 it with ``-p proofs.pytest_plugin``.  Nothing runs unless ``--schedcheck`` is given.
 """
@@ -62,6 +68,39 @@ def pytest_addoption(parser) -> None:
                     help="serving model: fcfs (default) or none (safety and metrics only)")
     group.addoption("--schedcheck-save-dir", default=None, metavar="DIR",
                     help="where counterexamples are saved and replayed from (default verify's)")
+    group.addoption("--schedcheck-fuzz", action="store_true", default=False,
+                    help="make each invariant's item a Hypothesis test (proofs.fuzz.properties), as "
+                    "`schedcheck fuzz` has HypoFuzz fuzz them, instead of one verify run")
+    group.addoption("--schedcheck-fuzz-check", action="append", default=None, metavar="NAME",
+                    choices=("conformance", "deterministic", "corrupted_validation"),
+                    help="with --schedcheck-fuzz: only this search (repeatable; default all three)")
+    group.addoption("--schedcheck-db", default=None, metavar="DIR|none|redis://HOST:PORT[/DB]",
+                    help="with --schedcheck-fuzz: the example database of the session's Hypothesis profile (verify's --db)")
+    group.addoption("--schedcheck-call-timeout", type=float, default=1.0, metavar="S",
+                    help="with --schedcheck-fuzz: wall-clock limit per call of the target (default 1)")
+
+
+FUZZ_PROFILE = "schedcheck-fuzz"
+
+
+def pytest_configure(config) -> None:
+    """With ``--schedcheck-fuzz``, load a Hypothesis profile whose database is ``--schedcheck-db``
+    (HypoFuzz fuzzes only tests that use the default profile's database)."""
+    if not (config.getoption("schedcheck", None) and config.getoption("schedcheck_fuzz", False)):
+        return
+    from hypothesis import settings
+
+    from proofs.search.database import open_database
+
+    if not config.getoption("schedcheck_call_timeout") > 0:
+        raise pytest.UsageError(
+            f"--schedcheck-call-timeout={config.getoption('schedcheck_call_timeout')!r}: expected seconds > 0")
+    try:
+        database = open_database(config.getoption("schedcheck_db"))
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+    settings.register_profile(FUZZ_PROFILE, parent=settings(), database=database)
+    settings.load_profile(FUZZ_PROFILE)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect
@@ -92,9 +131,29 @@ class SchedcheckTarget(pytest.Collector):
     def collect(self):
         location = ci_reports.locate(self.target)
         model, policy = self.config.getoption("schedcheck_model"), self.config.getoption("schedcheck_policy")
+        if self.config.getoption("schedcheck_fuzz"):
+            yield from self._fuzz_items(model, policy)
+            return
         for name, family, claim, _ in ci_reports._registry(model, policy):
             item = SchedcheckItem.from_parent(self, name=name)
             item.invariant, item.claim, item.family, item.where = name, claim, family, location
+            yield item
+
+
+    def _fuzz_items(self, model: str, policy: str | None):
+        """One ``pytest.Function`` per search of verify (conformance, deterministic, corrupted_validation),
+        each a Hypothesis test that judges every invariant of the registry, which HypoFuzz can collect and fuzz."""
+        from proofs.fuzz.properties import CHECKS, Context, make_test
+        from proofs.targets import TargetError
+
+        try:
+            context = Context(self.target, model, policy, self.config.getoption("schedcheck_call_timeout"))
+        except (TargetError, ValueError) as error:
+            raise pytest.UsageError(f"--schedcheck {self.target}: {error}") from None
+        chosen = self.config.getoption("schedcheck_fuzz_check") or CHECKS
+        for check in (c for c in CHECKS if c in chosen):
+            item = pytest.Function.from_parent(self, name=check, callobj=make_test(context, check))
+            item.add_marker("hypothesis")
             yield item
 
 

@@ -13,6 +13,7 @@ import tempfile
 import traceback
 
 from proofs.cli import diff as diff_command
+from proofs.cli import fuzz as fuzz_command
 from proofs.cli import gate as gate_command
 from proofs.cli import mutation as mutation_command
 from proofs.cli import prove as prove_command
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run the chapter's worked example 1 on our impl")
     demo.set_defaults(handler=_demo)
     verify_command.add_parsers(commands)
+    fuzz_command.add_parsers(commands)
     mutation_command.add_parsers(commands)
     diff_command.add_parsers(commands)
     prove_command.register(commands)

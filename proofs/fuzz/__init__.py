@@ -1,0 +1,1 @@
+"""Campaigns on HypoFuzz: the properties it fuzzes (``properties``) and the command that runs it (proofs.cli.fuzz)."""
