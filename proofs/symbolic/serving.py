@@ -15,8 +15,9 @@ What they establish.  For every state invariant of ``spec.serving.STATE_INVARIAN
   names.  No private field is read or set.
 
 What it assumes (the bounded domain, ``scenario_in_bounds``): 1 to ``MAX_REQUESTS``
-requests with ids 0, 1, 2 in FCFS order (arrivals nondecreasing by id), arrival 0..2, prompt 1..4, output 1..3, abort none or
-arrival..arrival+3; ``1 <= max_seqs <= 3``, ``1 <= token_budget <= 4``,
+requests (at least 2 for ``slot_bound``, see ``FEWEST``) with ids 0, 1, 2 in FCFS
+order (arrivals nondecreasing by id), arrival 0..2, prompt 1..4, output 1..3, abort
+none or arrival..arrival+3; ``1 <= max_seqs <= 3``, ``1 <= token_budget <= 4``,
 ``1 <= block_size <= 2``, ``1 <= num_blocks <= 4``, chunked prefill on or off; the
 call is valid (``spec.serving.is_valid``: every request fits the pool and, unchunked,
 the budget); the contract's tick follows ``ticks`` (0..MAX_TICKS) earlier ones.
@@ -26,7 +27,10 @@ invariants admit (a pre-state is built by running the subject, so its allocator,
 queues and ledger are the subject's own; an arbitrary invariant-satisfying state is
 not reached).  The domain is finite, so ``confirmed`` would cover all of it, but
 CrossHair's budget never exhausts it: expect ``bounded`` (no counterexample within the
-planned time), evidence, never a proof.  Nothing runs at import time.
+planned time), evidence, never a proof.  In practice CrossHair realizes the symbolic
+request count at its lower bound on most paths, so most of a contract's paths have one
+request (two for ``slot_bound``); the injected bugs of tests/crosshair_serving_mutants.py
+are found that way (docs/crosshair.md).  Nothing runs at import time.
 """
 
 from __future__ import annotations
@@ -39,10 +43,15 @@ from proofs.symbolic.contracts import Contract
 
 MAX_REQUESTS = 3
 MAX_TICKS = 5  # ticks before the contract's one
+# The smallest request count a contract explores, where one request cannot break the invariant: CrossHair fixes
+# the symbolic count at its lower bound on nearly every path, so a contract that starts from one request spends
+# its time where slot_bound (max_seqs >= 1) cannot fail.
+FEWEST = {"slot_bound": 2}
 SUBJECTS = ("impl.ServingScheduler.step", "spec.serving.step")
 Row = tuple[int, int, int, int]  # (arrival, prompt, output, abort); abort < arrival means none
 
-BOUNDS = (f"one tick after <= {MAX_TICKS} ticks from the start of <= {MAX_REQUESTS} requests (ids 0..2 in FCFS order, arrival 0..2, "
+BOUNDS = (f"one tick after <= {MAX_TICKS} ticks from the start of <= {MAX_REQUESTS} requests (>= 2 for slot_bound; "
+          "ids 0..2 in FCFS order, arrival 0..2, "
           "prompt 1..4, output 1..3, abort none or arrival..arrival+3), max_seqs 1..3, token_budget 1..4, "
           "block_size 1..2, num_blocks 1..4, chunked on/off, valid calls only; pre-states are those the subject "
           "reaches, on which every state invariant holds")
@@ -63,11 +72,12 @@ def call_from_args(max_seqs: int, token_budget: int, block_size: int, num_blocks
 
 
 def scenario_in_bounds(max_seqs: int, token_budget: int, block_size: int, num_blocks: int, rows,
-                       count: int, ticks: int) -> bool:
-    """The explored domain (see the module docstring), ranges first so the solver settles them early."""
+                       count: int, ticks: int, fewest: int = 1) -> bool:
+    """The explored domain (see the module docstring), ranges first so the solver settles them early;
+    ``fewest`` is the smallest request count explored (``FEWEST``)."""
     if not (1 <= max_seqs <= 3 and 1 <= token_budget <= 4 and 1 <= block_size <= 2 and 1 <= num_blocks <= 4):
         return False
-    if not (1 <= count <= MAX_REQUESTS and 0 <= ticks <= MAX_TICKS):
+    if not (fewest <= count <= MAX_REQUESTS and 0 <= ticks <= MAX_TICKS):
         return False
     previous = 0
     for arrival, prompt, output, abort in rows[:count]:
@@ -105,6 +115,7 @@ def impl_scenario(make: Callable, config: dict, requests: list[dict], ticks: int
         return None, None, ()
     parsed, parsed_config = serving.validate(requests, config)
     order = sorted(parsed, key=fcfs_key)
+    by_id = {request["id"]: request for request in requests}
     engine = make(dict(config))
     shadow = ServingShadow(parsed_config)
     added, tick, done = 0, 0, 0
@@ -115,8 +126,8 @@ def impl_scenario(make: Callable, config: dict, requests: list[dict], ticks: int
             tick = max(tick, order[added].arrival)
         while added < len(order) and order[added].arrival <= tick:
             request = order[added]
-            engine.add_request({k: v for k, v in requests[request.id].items() if k != "abort"})
-            shadow.add(request._replace(abort=None), dict(requests[request.id]))
+            engine.add_request({k: v for k, v in by_id[request.id].items() if k != "abort"})
+            shadow.add(request._replace(abort=None), dict(by_id[request.id]))
             added += 1
         for request_id in sorted(shadow.live, key=lambda i: fcfs_key(shadow.rows[i].request)):
             abort = shadow.rows[request_id].caller.get("abort")
@@ -184,14 +195,15 @@ def _scenario_of(subject: str, make: Callable | None) -> Callable:
 def step_contract(invariant: str, subject: str, make: Callable | None = None) -> Callable:
     """The contract "a reachable pre-state that keeps every invariant still keeps ``invariant`` after one tick"."""
     scenario = _scenario_of(subject, make)
+    fewest = FEWEST.get(invariant, 1)
 
     def serving_step_keeps(max_seqs: int, token_budget: int, block_size: int, num_blocks: int, chunked: bool,
                            r0: Row, r1: Row, r2: Row, count: int, ticks: int) -> tuple:
         """
-        pre: scenario_in_bounds(max_seqs, token_budget, block_size, num_blocks, (r0, r1, r2), count, ticks)
+        pre: scenario_in_bounds(max_seqs, token_budget, block_size, num_blocks, (r0, r1, r2), count, ticks, fewest)
         post: post_holds(invariant, __return__)
         """
-        assert invariant  # bound into this closure: the condition reads it
+        assert invariant and fewest  # bound into this closure: the conditions read them
         requests, config = call_from_args(max_seqs, token_budget, block_size, num_blocks, chunked, (r0, r1, r2), count)
         return scenario(config, requests, ticks)
 
