@@ -1,8 +1,8 @@
 """The serving model's CrossHair contracts: one per serving state invariant on spec's step and on our online
 ServingScheduler, the mutant each one must find, and their wiring into `schedcheck verify --model serving`.
 
-The slow tests search for each injected bug with a per-condition limit of 30 s (the
-figures are in docs/crosshair.md).  Tests never assert wall-clock times.
+The slow tests search for each injected bug with a per-condition limit of 30 s (60 s
+for slot_bound; the figures are in docs/crosshair.md).  Tests never assert wall-clock times.
 """
 
 import json
@@ -179,11 +179,17 @@ def test_serving_contracts_check_our_impl_only(tmp_path, capsys):
 # --- the campaigns (slow) ------------------------------------------------------------------
 
 
+# CrossHair's per-condition limit (CPU seconds): 30 s, the target; slot_bound's bug needs two requests on the path
+# and was missed once in 30 s (docs/crosshair.md), so its campaign gets 60 s rather than flake
+LIMIT = {"slot_bound": 60}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMED)
 def test_each_contract_finds_its_injected_bug(name):
+    limit = LIMIT.get(name, 30)
     (result,) = engine.run_serving_crosshair(
-        mutants.make(name), budget_seconds=60, per_condition_seconds=30, names=(name,),
+        mutants.make(name), budget_seconds=limit + 30, per_condition_seconds=limit, names=(name,),
         subjects=("impl.ServingScheduler.step",), workers=1,
     )
     assert result.outcome == engine.COUNTEREXAMPLE, result
