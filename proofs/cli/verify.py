@@ -136,8 +136,13 @@ def _fail_usage(message: str) -> int:
     return 2
 
 
-def crosshair_focus(ours: bool) -> list[str]:
-    """The registry's invariants that CrossHair has contracts of: on our impl its step's state invariants and validation, else validation."""
+def crosshair_focus(ours: bool, model: str = "chapter") -> list[str]:
+    """The registry's invariants that CrossHair has contracts of: on our impl its step's state invariants and validation, else validation;
+    for the serving model, its state invariants on our impl and nothing elsewhere."""
+    if model == "serving":
+        import spec.serving as serving
+
+        return [inv.name for inv in serving.STATE_INVARIANTS] if ours else []
     state = {inv.name for inv in spec.STATE_INVARIANTS} if ours else set()
     return [name for name in spec.NAMES if name in state or name == "validation"]
 
@@ -151,7 +156,7 @@ def _focus_problem(names: list[str], engine: str, model, ours: bool) -> str | No
         return (f"--invariant {names[0]}: only --engine crosshair can focus on named invariants; --engine {engine} "
                 "runs the hypothesis engine, which judges every invariant on every call (drop --invariant, or use "
                 "--engine crosshair)")
-    focus = crosshair_focus(ours)
+    focus = crosshair_focus(ours, model.name)
     missing = [name for name in names if name not in focus]
     if missing:
         where = "our impl" if ours else "a target other than our impl"
@@ -194,7 +199,7 @@ def run_verify(args: argparse.Namespace) -> int:
         model = models.get(args.model, args.policy, online=online)
     except ValueError as error:
         return _fail_usage(str(error))
-    if model.name != "chapter" and args.engine != "hypothesis":
+    if model.name not in ("chapter", "serving") and args.engine != "hypothesis":
         return _fail_usage(f"--engine {args.engine}: the {model.name} model is checked by the hypothesis engine only")
     if model.name != "chapter" and args.backend != "hypothesis":
         return _fail_usage(f"--backend {args.backend}: the {model.name} model runs on the hypothesis backend only")
@@ -203,6 +208,9 @@ def run_verify(args: argparse.Namespace) -> int:
     except TargetError as error:
         return _fail_usage(str(error))
     ours = target.text == model.default_target  # our own impl: its online scheduler gets the stateful test too
+    if model.name == "serving" and args.engine != "hypothesis" and not ours:
+        return _fail_usage(f"--engine {args.engine}: the serving model's CrossHair contracts check our impl "
+                           f"({model.default_target}, its online ServingScheduler) only, not {target.text!r}")
     if args.invariant:
         problem = _focus_problem(args.invariant, args.engine, model, ours)
         if problem:
@@ -255,9 +263,9 @@ def run_verify(args: argparse.Namespace) -> int:
                 from proofs.search.engine import Search
 
                 names = tuple(args.invariant) if args.invariant else None
-                contracts = run_contracts(target, max(1.0, deadline - time.monotonic()), names)
+                contracts = run_contracts(target, max(1.0, deadline - time.monotonic()), names, model.name)
                 # its minimisation ends within the run's OVERRUN_SECONDS too, whatever the target does
-                judge = Search(process, max(time.monotonic(), deadline) - 2.0)
+                judge = Search(process, max(time.monotonic(), deadline) - 2.0, model=model)
                 found += to_counterexamples(contracts, judge)
                 flaky += judge.flaky
     except TargetError as error:

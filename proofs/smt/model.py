@@ -487,6 +487,14 @@ def step_hints(inp: Inputs, s: Vars, t: Vars, terms: StepTerms) -> list:
     return hints
 
 
+def timed_hints(inp: Inputs, s: Vars, t: Vars, mutant: str | None = None) -> list:
+    """The counting identities of one ``timed_trans`` step where the state moves: ``step_hints`` guarded by "not
+    idle" (there ``timed_trans`` is ``trans``, so each is an instance of ``lemma:counting_identities``)."""
+    idle = z3.Or(is_terminal(inp, s), z3.And(n_active(inp, s) == 0, head_arrival(inp, s) > s.clock))
+    terms = step_terms(inp, s, mutant, str(t.clock))
+    return [z3.Implies(z3.Not(idle), hint) for hint in step_hints(inp, s, t, terms)]
+
+
 def transition(inp: Inputs, s: Vars, t: Vars, mutant: str | None = None):
     """``(trans, hints)``: the step relation and its counting identities."""
     terms = step_terms(inp, s, mutant, str(t.clock))

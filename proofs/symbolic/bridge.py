@@ -24,6 +24,7 @@ online Scheduler breaks an invariant) are reported with that pre-state.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 
 import spec
@@ -35,24 +36,25 @@ from proofs.targets import Target, TargetError, load_callable
 
 ENGINE = "crosshair"
 WORKERS = 2  # run_crosshair's default on this 2-core machine
-GRACE_SECONDS = 3.0  # past the budget: CrossHair's import in the child, and the last contract's kill
-STARTUP_SECONDS = 2.0  # the engine child's start: importing CrossHair, building the contracts
+GRACE_SECONDS = 3.0  # past the budget: the last contract's kill and the child's exit
 
 CONFIRMED, BOUNDED, INCOMPLETE, COUNTEREXAMPLE, UNKNOWN = "confirmed", "bounded", "incomplete", "counterexample", "unknown"
 OUTCOMES = (CONFIRMED, BOUNDED, INCOMPLETE, COUNTEREXAMPLE, UNKNOWN)
 
 
-def per_condition_seconds(seconds: float, ours: bool, names=None) -> float:
-    """Each contract's planned time: its share of ``seconds`` so that every contract gets its turn
-    (after the engine has started: CrossHair is imported in its child first)."""
-    usable = max(1.0, 0.8 * seconds - STARTUP_SECONDS)
-    return max(1.0, min(20.0, usable * WORKERS / _contract_count(ours, names)))
+def per_condition_seconds(seconds: float, ours: bool, names=None, model: str = "chapter") -> float:
+    """An estimate of each contract's planned time, for messages: its share of ``seconds`` on ``WORKERS`` workers
+    (the engine plans each share from the time actually left when the contract starts)."""
+    return max(1.0, min(20.0, seconds * WORKERS / _contract_count(ours, names, model)))
 
 
 def bounds_of(name: str, subject: str) -> str:
     """The bounded domain a contract about ``subject`` covers, in one line."""
     from proofs.symbolic.contracts import MAX_JOBS
+    from proofs.symbolic.serving import BOUNDS, SUBJECTS
 
+    if subject in SUBJECTS:
+        return BOUNDS
     if subject != "schedule":
         return (f"one step from any pre-state of <= {MAX_JOBS} jobs (job k has id k, ids in FIFO order), "
                 f"1 <= slots <= {MAX_JOBS + 1}, symbolic arrivals/tokens/clock; pre-state built by "
@@ -65,11 +67,14 @@ def bounds_of(name: str, subject: str) -> str:
 
 def classify(results: list[dict], planned: float) -> list[dict]:
     """Each contract's result with ``outcome`` one of OUTCOMES, ``planned_seconds``, ``bounds`` and the
-    engine's own words in ``engine_outcome``; a new list, ``results`` is not modified."""
+    engine's own words in ``engine_outcome``; a new list, ``results`` is not modified.  ``planned`` is the
+    planned time of a contract whose result does not carry its own (``planned``, set by the engine)."""
     classified = []
     for result in results:
         raw = str(result["outcome"])
-        row = dict(result, engine_outcome=raw, planned_seconds=round(planned, 2),
+        own = float(result.get("planned") or 0.0)
+        row = {key: value for key, value in result.items() if key != "planned"}
+        row.update(engine_outcome=raw, planned_seconds=round(own or planned, 2),
                    bounds=bounds_of(result["name"], result["subject"]))
         if raw in (CONFIRMED, COUNTEREXAMPLE, UNKNOWN, INCOMPLETE):
             row["outcome"] = raw
@@ -78,12 +83,13 @@ def classify(results: list[dict], planned: float) -> list[dict]:
             if str(result.get("message", "")).startswith("not started") or seconds <= 0:
                 row["outcome"] = INCOMPLETE
                 row["message"] = f"not started: the budget ran out before its turn (planned {planned:.1f} s)"
-            elif seconds < planned:
+            elif not own and seconds < planned:  # an engine result without its own plan: judged by the wall time
                 row["outcome"] = INCOMPLETE
                 row["message"] = f"cut short before its planned {planned:.1f} s ran out, nothing found so far"
-            else:
+            else:  # CrossHair stopped at its own limit, or the child at its own planned time
                 row["outcome"] = BOUNDED
-                row["message"] = f"no counterexample in its whole planned {planned:.1f} s (not confirmed)"
+                row["message"] = (f"no counterexample in its whole planned {own or planned:.1f} s "
+                                  f"({seconds:.1f} s of wall time; not confirmed)")
         else:
             row["outcome"] = UNKNOWN
             row["message"] = f"the engine reported {raw!r}: {result.get('message')}"
@@ -91,10 +97,15 @@ def classify(results: list[dict], planned: float) -> list[dict]:
     return classified
 
 
-def _contract_count(ours: bool, names) -> int:
+def _contract_count(ours: bool, names, model: str = "chapter") -> int:
     """How many contracts run_crosshair checks: for our impl, one per state invariant
     and the shape (or per name asked for), on each of the two step subjects, plus three
-    on validation; for an external target, three on validation and one against spec.check."""
+    on validation; for an external target, three on validation and one against spec.check.
+    For the serving model: one per serving state invariant (or name) on each of two subjects."""
+    if model == "serving":
+        import spec.serving as serving
+
+        return 2 * (len(names) if names else len(serving.STATE_INVARIANTS))
     if not ours:
         return 4
     if names:
@@ -102,10 +113,13 @@ def _contract_count(ours: bool, names) -> int:
     return 2 * (len(spec.STATE_INVARIANTS) + 1) + 3
 
 
-def _engine(target: Target, seconds: float, per_condition: float, names, report) -> tuple:
+def _engine(target: Target, seconds: float, deadline: float, names, report, model: str = "chapter") -> tuple:
     """In the sandbox's child: load the target and run every contract, reporting each as it ends."""
-    from proofs.symbolic.engine import run_crosshair
+    from proofs.symbolic.engine import run_crosshair, run_serving_crosshair
 
+    if model == "serving":  # our impl only: its online ServingScheduler, then spec's serving step
+        results = run_serving_crosshair(budget_seconds=seconds, deadline=deadline, names=names, report=report)
+        return ("ok", [asdict(result) for result in results])
     try:
         function = None if target.is_default else load_callable(target)
     except TargetError as error:
@@ -113,28 +127,33 @@ def _engine(target: Target, seconds: float, per_condition: float, names, report)
     # our impl's step first: it is the thing under check (spec.step is Z3's too)
     subjects = ("impl.Scheduler.step", "spec.step", "schedule") if target.is_default else None
     results = run_crosshair(
-        function, budget_seconds=seconds, per_condition_seconds=per_condition, subjects=subjects, names=names,
-        report=report,
+        function, budget_seconds=seconds, deadline=deadline, subjects=subjects, names=names, report=report,
     )
     return ("ok", [asdict(result) for result in results])
 
 
-def run_contracts(target: Target, seconds: float, names: tuple[str, ...] | None = None) -> list[dict]:
+def run_contracts(target: Target, seconds: float, names: tuple[str, ...] | None = None,
+                  model: str = "chapter") -> list[dict]:
     """Every contract's result as a dict (name, subject, outcome, seconds, counterexample, message);
-    ``names`` keeps only the contracts of those invariants (our impl's step contracts).
+    ``names`` keeps only the contracts of those invariants (our impl's step contracts);
+    ``model="serving"`` runs the serving model's contracts (our impl only).
 
+    The deadline is fixed here, before the engine's child starts, so the child's start-up
+    (importing CrossHair, building the contracts) is spent once from the same budget and
+    each contract is planned its share of what is left (``proofs.symbolic.engine._run_all``).
     Ends within ``seconds`` plus ``GRACE_SECONDS``: the engine's child is killed with its
     whole process group then, and the contracts it had not finished are ``incomplete``."""
-    per_condition = per_condition_seconds(seconds, target.is_default, names)
-    outcome = run_once(_engine, target, seconds, per_condition, names, seconds=seconds + GRACE_SECONDS,
+    estimate = per_condition_seconds(seconds, target.is_default, names, model)
+    deadline = time.monotonic() + seconds
+    outcome = run_once(_engine, target, seconds, deadline, names, model=model, seconds=seconds + GRACE_SECONDS,
                        memory_bytes=ENGINE_MEMORY_BYTES, partial=True)
     if outcome.kind == "returned":
         kind, payload = outcome.result
         if kind == "error":
             raise TargetError(payload)
-        return classify(payload, per_condition)
+        return classify(payload, estimate)
     if outcome.kind == "timed_out":
-        return classify(_cut_short(outcome.partial, outcome.seconds), per_condition)
+        return classify(_cut_short(outcome.partial, outcome.seconds), estimate)
     if outcome.kind == "raised":
         raise TargetError(f"the crosshair engine failed: {outcome.error}")
     if outcome.kind == "died":
@@ -175,6 +194,12 @@ def to_counterexamples(results: list[dict], search) -> list[tuple[Counterexample
         if result["outcome"] != "counterexample" or not result["counterexample"]:
             continue
         data = result["counterexample"]
+        if "config" in data:  # the serving model: the call whose run reaches the pre-state, then its tick
+            message = (f"one tick of {result['subject']} breaks {result['name']} after {data['ticks']} earlier ticks "
+                       f"of this call: {result['message']}")
+            found.append((Counterexample(result["name"], ENGINE, "conformance", (data["requests"], data["config"]),
+                                         message, model="serving"), None))
+            continue
         if result["subject"] != "schedule":
             cex = Counterexample(
                 result["name"], ENGINE, "step", ([], 1, True),

@@ -12,9 +12,10 @@ Each contract gets one outcome, and only CrossHair's own verdict decides it:
 - ``confirmed``: CrossHair reported the condition confirmed over all paths (it
   exhausted every path of the bounded domain of ``proofs.symbolic.contracts``);
 - ``no counterexample within N s``: CrossHair's own per-condition timeout stopped
-  the search with nothing found.  Never a proof;
-- ``incomplete``: the contract's child was killed at its wall-clock deadline (the
-  sandbox's ``timed_out``).  Never a pass;
+  the search with nothing found, or its child was killed at its own planned wall
+  time (on a loaded machine CrossHair's CPU-time limit comes later).  Never a proof;
+- ``incomplete``: the contract's child was cut off by the overall deadline before its
+  planned time ran out.  Never a pass;
 - ``counterexample``: CrossHair found an input that breaks the contract, and a
   concrete re-run reproduced it; ``counterexample`` holds the plain input;
 - ``unknown``: nothing was checked or the finding did not reproduce (CrossHair could
@@ -22,11 +23,12 @@ Each contract gets one outcome, and only CrossHair's own verdict decides it:
   crashed or died, the sandbox failed).  Never a pass.
 
 Assumptions and bounds: those of ``proofs.symbolic.contracts`` (at most 3 jobs, job k has id
-k in the step contracts, small slots; one step, not a whole run).  Every contract
+k in the step contracts, small slots; one step, not a whole run) and, for the serving
+model (``run_serving_crosshair``), those of ``proofs.symbolic.serving``.  Every contract
 runs in a child of proofs.sandbox (forked, its own process group, memory capped)
-that is killed at its wall-clock deadline, so a stuck solver cannot hang the caller; ``per_condition_seconds`` is
-CrossHair's own (CPU-time) per-condition limit and ``budget_seconds`` bounds the
-whole call.  Contracts not started before the budget runs out are reported as
+that is killed at its wall-clock deadline, so a stuck solver cannot hang the caller; by
+default each contract's planned time is its share of the wall time left when it starts
+(``_run_all``), and ``budget_seconds`` (or ``deadline``) bounds the whole call.  Contracts not started before the budget runs out are reported as
 ``no counterexample within 0 s``.  Nothing runs at import time; CrossHair is
 imported when ``run_crosshair`` is called.
 """
@@ -61,6 +63,7 @@ class ContractResult:
     seconds: float  # wall-clock time spent on this contract
     counterexample: Any  # plain data, or None
     message: str
+    planned: float = 0.0  # the wall seconds it was planned (0: never started)
 
     @property
     def found(self) -> bool:
@@ -72,7 +75,8 @@ def run_crosshair(
     *,
     scheduler_class: type | None = None,
     budget_seconds: float,
-    per_condition_seconds: float,
+    per_condition_seconds: float | None = None,
+    deadline: float | None = None,
     names: tuple[str, ...] | None = None,
     subjects: tuple[str, ...] | None = None,
     workers: int | None = None,
@@ -85,14 +89,14 @@ def run_crosshair(
     ``scheduler_class`` (default ``impl.Scheduler``), then ``impl.schedule``'s validation.
     A callable ``target`` is an external ``schedule``: its validation and, if
     ``with_check``, its results against ``spec.check``.  ``names`` keeps only the
-    contracts with those names; ``subjects`` only those subjects.  ``workers`` children
+    contracts with those names; ``subjects`` only those subjects.  ``per_condition_seconds``
+    is CrossHair's limit per contract, or None: each contract's share of the time left
+    before ``deadline`` (a ``time.monotonic()`` instant; default ``budget_seconds`` from
+    now), planned when it starts (``_run_all``).  ``workers`` children
     run at once (default: up to 2, never more than the CPUs).  ``report``, if given, is
     called with each result (as a dict) as soon as its contract ends.
     """
-    if budget_seconds <= 0 or per_condition_seconds <= 0:
-        raise ValueError(
-            f"budget_seconds={budget_seconds!r}, per_condition_seconds={per_condition_seconds!r}: expected both > 0"
-        )
+    _check_budget(budget_seconds, per_condition_seconds)
     from proofs.symbolic import contracts as C
 
     if target is None:
@@ -109,40 +113,111 @@ def run_crosshair(
         report({"planned": [(c.name, c.subject) for c in todo]})
     import crosshair.core_and_libs  # noqa: F401  imported once here, so the forked children start warm
 
-    return _run_all(todo, budget_seconds, per_condition_seconds, workers, report)
+    return _run_all(todo, budget_seconds, per_condition_seconds, workers, report, deadline)
+
+
+def run_serving_crosshair(
+    make: Callable | None = None,
+    *,
+    budget_seconds: float,
+    per_condition_seconds: float | None = None,
+    deadline: float | None = None,
+    names: tuple[str, ...] | None = None,
+    subjects: tuple[str, ...] | None = None,
+    workers: int | None = None,
+    report: Callable[[dict], None] | None = None,
+) -> list[ContractResult]:
+    """Run the serving model's contracts (``proofs.symbolic.serving``) and return one result per contract.
+
+    ``make(config)`` is the online engine checked on the ``impl.ServingScheduler.step``
+    subject (default ``impl.online.make_serving``); ``names``, ``subjects``, ``workers``
+    and ``report`` as for ``run_crosshair``."""
+    _check_budget(budget_seconds, per_condition_seconds)
+    from proofs.symbolic import serving as S
+
+    todo = S.serving_contracts(make, subjects=subjects or S.SUBJECTS, names=names)
+    workers = workers or max(1, min(2, os.cpu_count() or 1))
+    if report is not None:
+        report({"planned": [(c.name, c.subject) for c in todo]})
+    import crosshair.core_and_libs  # noqa: F401  imported once here, so the forked children start warm
+
+    return _run_all(todo, budget_seconds, per_condition_seconds, workers, report, deadline)
 
 
 # --- running contracts in killable children (proofs.sandbox) -----------------------------------
 
 
-def _run_all(todo: list, budget: float, per_condition: float, workers: int, report=None) -> list[ContractResult]:
+def _check_budget(budget_seconds, per_condition_seconds) -> None:
+    if not budget_seconds > 0:
+        raise ValueError(f"budget_seconds={budget_seconds!r}: expected seconds > 0")
+    if per_condition_seconds is not None and not per_condition_seconds > 0:
+        raise ValueError(f"per_condition_seconds={per_condition_seconds!r}: expected seconds > 0, or None for a share")
+
+
+SHARE_CAP_SECONDS = 20.0  # a contract's planned wall time never exceeds this, however large the budget
+MIN_SHARE_SECONDS = 1.0  # below this a contract is not started: it could not search at all
+OVERHEAD_SECONDS = 1.0  # of a contract's planned wall time: its fork, CrossHair's set-up, the concrete replay
+
+
+def plan_share(left: float, workers: int, owed: float, contracts_left: int) -> float:
+    """A contract's planned wall time: its equal share of the worker time left after what the running ones are
+    owed, never more than the wall time left itself."""
+    assert contracts_left >= 1 and workers >= 1, f"contracts_left={contracts_left}, workers={workers}"
+    return min(SHARE_CAP_SECONDS, left, max(0.0, left * workers - owed) / contracts_left)
+
+
+def _run_all(todo: list, budget: float, per_condition: float | None, workers: int, report=None,
+             deadline: float | None = None) -> list[ContractResult]:
+    """Run the contracts in killable children, ``workers`` at a time.
+
+    ``per_condition=None`` plans each contract when it starts: its share of the wall time
+    left before the overall deadline (``plan_share``), so the time already spent (the
+    engine's start-up, the contracts before it) is accounted once; CrossHair's own
+    (CPU-time) limit is that share less ``OVERHEAD_SECONDS`` and the child is killed at
+    the share.  A fixed ``per_condition`` is CrossHair's limit for every contract, and
+    the child is killed a little after it.  A child killed at its own planned time has
+    searched all of it (on a loaded machine, with less CPU than planned: its message
+    says so); one cut off earlier by the overall deadline is ``incomplete``."""
     from proofs.sandbox import ENGINE_MEMORY_BYTES, Child, wait_any
 
     overall_deadline = time.monotonic() + budget
+    if deadline is not None:
+        overall_deadline = min(overall_deadline, deadline)
     results: list[Optional[ContractResult]] = [None] * len(todo)
     pending = list(range(len(todo)))
-    running: dict[int, Child] = {}
-    slack = 3.0 + _per_path(per_condition)  # CrossHair checks its (CPU-time) limit between paths; replay needs a little more
+    running: dict[int, tuple[Child, float, float, bool]] = {}  # index -> (child, planned wall, CrossHair limit, cut)
     while pending or running:
         now = time.monotonic()
         while pending and len(running) < workers and now < overall_deadline:
+            left = overall_deadline - now
+            if per_condition is None:
+                owed = sum(max(0.0, child.deadline - now) for child, _, _, _ in running.values())
+                planned = plan_share(left, workers, owed, len(pending))
+                if planned < MIN_SHARE_SECONDS:
+                    break  # too little left to search at all: the rest are reported as not started
+                limit = max(0.5, planned - OVERHEAD_SECONDS)
+                wall = planned
+            else:
+                planned = limit = per_condition
+                wall = per_condition + 3.0 + _per_path(per_condition)  # CrossHair checks its limit between paths
+            cut = wall > left  # the overall deadline kills it before its own
             index = pending.pop(0)
-            seconds = max(0.1, min(per_condition + slack, overall_deadline - now))
-            running[index] = Child(_analyse, (todo[index], per_condition), seconds=seconds,
-                                   memory_bytes=ENGINE_MEMORY_BYTES).start()
+            child = Child(_analyse, (todo[index], limit), seconds=max(0.1, min(wall, left)),
+                          memory_bytes=ENGINE_MEMORY_BYTES).start()
+            running[index] = (child, planned, limit, cut)
         if not running:
             break  # the budget is spent: the rest are reported below
-        wait_any(list(running.values()), timeout=1.0)
-        for index, child in list(running.items()):
+        wait_any([child for child, _, _, _ in running.values()], timeout=1.0)
+        for index, (child, planned, limit, cut) in list(running.items()):
             outcome = child.poll()
             if outcome is None:
                 continue
             del running[index]
-            payload = _payload(outcome)
+            payload = _payload(outcome, planned, limit, cut)
             contract = todo[index]
             results[index] = ContractResult(
                 contract.name, contract.subject, payload["outcome"], round(outcome.seconds, 2),
-                payload.get("counterexample"), payload["message"],
+                payload.get("counterexample"), payload["message"], round(planned, 2),
             )
             if report is not None:
                 report(asdict(results[index]))
@@ -155,14 +230,19 @@ def _run_all(todo: list, budget: float, per_condition: float, workers: int, repo
     return [result for result in results if result is not None]
 
 
-def _payload(outcome) -> dict:
-    """A contract's outcome from its child's (the table of proofs.sandbox): killed is incomplete, the rest unknown."""
+def _payload(outcome, planned: float, limit: float, cut: bool) -> dict:
+    """A contract's outcome from its child's (the table of proofs.sandbox): killed at its own planned time is
+    a bounded search, killed earlier by the overall deadline is incomplete, the rest unknown."""
     if outcome.kind == "returned":
         return outcome.result
     if outcome.kind == "timed_out":
-        return {"outcome": INCOMPLETE,
-                "message": f"killed at the wall-clock deadline after {outcome.seconds:.1f} s "
-                           "with no counterexample found (not a proof)"}
+        if cut:
+            return {"outcome": INCOMPLETE,
+                    "message": f"cut off by the overall deadline after {outcome.seconds:.1f} s of its planned "
+                               f"{planned:.1f} s, with no counterexample found (not a proof)"}
+        return {"outcome": no_counterexample_within(planned),
+                "message": f"searched its whole planned {planned:.1f} s of wall time with no counterexample "
+                           f"(killed at it before CrossHair's {limit:.1f} s CPU limit: the machine was loaded; not a proof)"}
     if outcome.kind == "raised":
         return {"outcome": UNKNOWN, "message": f"the CrossHair run raised {outcome.error}"}
     if outcome.kind == "died":
