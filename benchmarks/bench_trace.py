@@ -3,7 +3,7 @@
     PYTHONPATH=. python benchmarks/bench_trace.py --ticks 1000000 --runs 3 [--json-lib json|orjson]
 
 It records a trace of ``--ticks`` ticks from our online ``impl.ServingScheduler``
-(through ``proofs.trace.record.drive``, written line by line), with about 16 requests
+(through the protocol loop ``drive`` here, written line by line), with about 16 requests
 scheduled per tick: max_seqs 16, a steady stream of requests (prompt 24-40, output
 150-250) arriving a little faster than they finish, 5% of them aborted, in a pool big
 enough that nothing is preempted (a healthy engine's common case).  Then, each in a fresh child process, median of
@@ -41,15 +41,43 @@ def requests_for(ticks: int, seed: int = 0) -> list:
     return out
 
 
+def drive(engine, requests: list):
+    """The engine's serving trace entries, one per step, through the clock-free protocol of issue 11, streamed.
+
+    (``proofs.online.driver.drive`` keeps the whole trace and a shadow in memory; a 10^6-tick
+    recording needs a loop that yields each entry as it comes.)"""
+    pending = sorted(requests, key=lambda r: (r["arrival"], r["id"]))
+    aborts = sorted((r["abort"], r["arrival"], r["id"]) for r in requests if r.get("abort") is not None)
+    live: set = set()
+    clock, next_add, next_abort = 0, 0, 0
+    while next_add < len(pending) or live:
+        if not live:
+            clock = max(clock, pending[next_add]["arrival"])  # idle: jump over the gap without stepping
+        while next_add < len(pending) and pending[next_add]["arrival"] <= clock:
+            request = {key: value for key, value in pending[next_add].items() if key != "abort"}
+            engine.add_request(request)
+            live.add(request["id"])
+            next_add += 1
+        while next_abort < len(aborts) and aborts[next_abort][0] <= clock:
+            if aborts[next_abort][2] in live:
+                engine.abort(aborts[next_abort][2])
+            next_abort += 1
+        out = engine.step()
+        if out is not None:
+            entry = {"tick": clock, **{key: value for key, value in dict(out).items() if key != "tick"}}
+            live.difference_update(entry["finished"], entry["aborted"])
+            yield entry
+        clock += 1
+
+
 def generate(path: str, ticks: int) -> dict:
     import impl
     from proofs.trace.files import header_of, write
-    from proofs.trace.record import drive
 
     requests = requests_for(ticks)
     started = time.perf_counter()
     engine = impl.ServingScheduler(dict(CONFIG))
-    count = write(path, header_of("serving", (requests, CONFIG)), drive(engine, "serving", requests))
+    count = write(path, header_of("serving", (requests, CONFIG)), drive(engine, requests))
     return {"entries": count, "requests": len(requests), "seconds": time.perf_counter() - started,
             "bytes": os.path.getsize(path)}
 
