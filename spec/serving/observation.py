@@ -24,7 +24,7 @@ class Tick(NamedTuple):
 
     index: int  # its position in the trace
     tick: int
-    scheduled: list  # [(id, n)]
+    scheduled: list  # [[id, n]]: exact two-item lists (the caller's own when they are exactly that)
     preempted: list  # [id]
     aborted: list  # [id]
     freed: list  # [(id, [block])]
@@ -71,8 +71,17 @@ def _pairs(value: Any, known: set, what: str, second: str) -> list | Violation:
     """[(id, x)] pairs, x an int (second == 'n') or a list of int block ids (second == 'blocks')."""
     if not isinstance(value, _LISTS):
         return type_error(what, value, f"a list of [id, {second}] pairs")
-    out = []
     blocks = second != "n"
+    if not blocks and type(value) is list:  # the common case: exact [int id, int n] lists of known requests, kept as given
+        for pair in value:
+            if type(pair) is not list or len(pair) != 2:
+                break
+            request_id, n = pair
+            if type(request_id) is not int or type(n) is not int or request_id not in known:
+                break
+        else:
+            return value
+    out = []
     for position, pair in enumerate(value):
         # the common case first: an exact [int id, int] or [int id, [int, ...]] pair of a known request
         if type(pair) is list and len(pair) == 2:
@@ -80,7 +89,7 @@ def _pairs(value: Any, known: set, what: str, second: str) -> list | Violation:
             if type(request_id) is int and request_id in known:
                 if not blocks:
                     if type(other) is int:
-                        out.append((request_id, other))
+                        out.append(pair)
                         continue
                 elif type(other) is list and all(type(block) is int for block in other):
                     out.append((request_id, other))
@@ -98,7 +107,7 @@ def _pairs(value: Any, known: set, what: str, second: str) -> list | Violation:
         if second == "n":
             if not _int(other):
                 return type_error(f"{where}[1]", other, "an int number of tokens")
-            out.append((request_id, other))
+            out.append([request_id, other])
         else:
             if not isinstance(other, _LISTS) or not all(_int(block) for block in other):
                 return type_error(f"{where}[1]", other, "a list of int block ids")
