@@ -578,9 +578,11 @@ class Replay:
         done_now = []
         of = self.of
         self.computed += self.tick_total
+        if self.records:  # every token computed for a request, for its record (a stream has none to check)
+            for request_id, n in entry.scheduled:
+                of[request_id].total += n
         for request_id, n in entry.scheduled:
             r = of[request_id]
-            r.total += n
             if r.status != RUNNING or n < 1:
                 continue
             cached = r.cached = r.cached + n
