@@ -122,11 +122,14 @@ class _Request:
 
     __slots__ = (
         "request", "status", "cached", "generated", "known", "held", "total", "start", "first_token",
-        "preemptions", "finish", "aborted_at", "overdue",
+        "preemptions", "finish", "aborted_at", "overdue", "arrival", "until", "output",
     )
 
     def __init__(self, request):
         self.request = request
+        self.arrival = request.arrival  # the request's own fields the replay reads every tick, at hand
+        self.until = math.inf if request.abort is None else request.abort  # it may be scheduled in [arrival, until)
+        self.output = request.output
         self.status = WAITING
         self.cached = 0
         self.generated = 0
@@ -461,10 +464,12 @@ class Replay:
         for pair in entry.scheduled:
             request_id, n = pair
             r = of[request_id]
-            request = r.request
-            if n < 1 or t < request.arrival or (request.abort is not None and t >= request.abort) or r.status == FINISHED:
+            if n < 1 or t < r.arrival or t >= r.until or r.status == FINISHED:
                 self.scheduled_problems(t, r, n)
-            (admissions if r.status == WAITING else running_part).append(pair)
+            if r.status == WAITING:
+                admissions.append(pair)
+            else:
+                running_part.append(pair)
         scheduled_ids = self.tick_ids
         if len(scheduled_ids) > config.max_seqs:
             self.report(
@@ -600,7 +605,7 @@ class Replay:
             r.known = known + 1
             if r.first_token is None:
                 r.first_token = t + 1
-            output = r.request.output
+            output = r.output
             if r.generated > output:
                 self.report(
                     "nonnegative_remaining",
