@@ -354,6 +354,21 @@ def malformed():
     bad = copy.deepcopy(good)
     bad["trace"] = {"tick": 0}
     cases["a dict trace"] = bad
+    bad = copy.deepcopy(good)
+    bad["trace"][1]["scheduled"][0] = [0, True]
+    cases["a bool n"] = bad
+    bad = copy.deepcopy(good)
+    bad["trace"][1]["scheduled"][-1] = [True, bad["trace"][1]["scheduled"][-1][1]]
+    cases["a bool id"] = bad
+    bad = copy.deepcopy(good)
+    bad["trace"][1]["scheduled"] = bad["trace"][1]["scheduled"] + [[0, 1, 2]]
+    cases["a scheduled triple"] = bad
+    bad = copy.deepcopy(good)
+    bad["trace"][1]["finished"] = [0.0]
+    cases["a float finished id"] = bad
+    bad = copy.deepcopy(good)
+    bad["trace"][1]["extra"] = bad["trace"][1].pop("finished")
+    cases["seven keys, one not an entry's"] = bad
     return requests, config, cases
 
 
@@ -363,6 +378,29 @@ def test_a_malformed_result_is_a_well_typed_violation(case):
     violations = S.check(requests, config, cases[case])
     assert names(violations) == ["well_typed"], violations
     assert violations[0].message
+
+
+class Pairs(list):
+    """A list subclass: the contract accepts it wherever a list is expected."""
+
+
+def as_tuples(result):
+    """The same result with every trace list and pair a tuple, and the scheduled list a list subclass."""
+    out = copy.deepcopy(result)
+    for e in out["trace"]:
+        e["scheduled"] = Pairs(tuple(p) for p in e["scheduled"])
+        for key in ("preempted", "aborted", "finished"):
+            e[key] = tuple(e[key])
+        for key in ("freed", "allocated"):
+            e[key] = tuple((i, tuple(b)) for i, b in e[key])
+    return out
+
+
+@pytest.mark.parametrize("make", [lambda: example("S1"), leak_on_finish, oldest_preempted])
+def test_tuples_and_subclasses_are_judged_as_the_plain_lists(make):
+    """The well-typed check's fast path (exact lists) and its general path give the same verdicts."""
+    requests, config, result = make()
+    assert S.check(requests, config, as_tuples(result)) == S.check(requests, config, result)
 
 
 def test_check_never_modifies_the_result_or_the_call():

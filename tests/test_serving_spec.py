@@ -338,6 +338,21 @@ def test_submitting_each_request_by_its_arrival_gives_the_offline_run(call):
 
 
 @FAST
+@given(calls())
+def test_run_equals_stepping_the_whole_input_from_initial(call):
+    """run (live requests only, each submitted at its arrival, retired when it ends) is the plain step loop."""
+    from spec.serving.metrics import result_from_run
+
+    requests, config = call
+    state = S.initial(requests, config)
+    trace = []
+    while not S.is_terminal(state):
+        state = S.step(state)
+        trace.append(trace_entry(state.latest))
+    assert S.run(requests, config) == result_from_run(state, trace)
+
+
+@FAST
 @given(calls(), st.integers(0, 12), st.data())
 def test_cancel_is_an_abort_at_max_clock_arrival(call, when, data):
     requests, config = call

@@ -226,7 +226,7 @@ def check_file(path: str, model: str | None = None, policy: str | None = None,
     for number, value in stream_of_lines:
         if totals_line is not None:
             raise TraceFileError(number, f"an entry after the totals line {totals_line}")
-        if isinstance(value, dict) and list(value) == ["totals"]:
+        if isinstance(value, dict) and len(value) == 1 and "totals" in value:
             if not isinstance(value["totals"], dict):
                 raise TraceFileError(number, "the totals line must be {\"totals\": {...}}")
             totals, totals_line = value["totals"], number

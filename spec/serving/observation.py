@@ -24,7 +24,7 @@ class Tick(NamedTuple):
 
     index: int  # its position in the trace
     tick: int
-    scheduled: list  # [(id, n)]
+    scheduled: list  # [[id, n]]: exact two-item lists (the caller's own when they are exactly that)
     preempted: list  # [id]
     aborted: list  # [id]
     freed: list  # [(id, [block])]
@@ -52,11 +52,12 @@ def _int(value: Any) -> bool:
     return type(value) is int
 
 
-def _ids(value: Any, known: set, what: str) -> list | Violation:
+def _ids(value: Any, known: set, where: str, key: str) -> list | Violation:
+    if type(value) is list and (not value or all(type(item) is int and item in known for item in value)):
+        return value  # the common case: an exact list of known int ids
+    what = f"{where}[{key!r}]"
     if not isinstance(value, _LISTS):
         return type_error(what, value, "a list of request ids")
-    if type(value) is list and all(type(item) is int and item in known for item in value):
-        return value  # the common case: an exact list of known int ids
     out = []
     for position, item in enumerate(value):
         if not _int(item):
@@ -67,12 +68,25 @@ def _ids(value: Any, known: set, what: str) -> list | Violation:
     return out
 
 
-def _pairs(value: Any, known: set, what: str, second: str) -> list | Violation:
-    """[(id, x)] pairs, x an int (second == 'n') or a list of int block ids (second == 'blocks')."""
+def _pairs(value: Any, known: set, where: str, key: str) -> list | Violation:
+    """[id, n] pairs (key 'scheduled'), or (id, blocks) pairs, blocks a list of int block ids (key 'freed', 'allocated')."""
+    blocks = key != "scheduled"
+    second = "blocks" if blocks else "n"
+    if type(value) is list and not value:
+        return value
+    if not blocks and type(value) is list:  # the common case: exact [int id, int n] lists of known requests, kept as given
+        for pair in value:
+            if type(pair) is not list or len(pair) != 2:
+                break
+            request_id, n = pair
+            if type(request_id) is not int or type(n) is not int or request_id not in known:
+                break
+        else:
+            return value
+    what = f"{where}[{key!r}]"
     if not isinstance(value, _LISTS):
         return type_error(what, value, f"a list of [id, {second}] pairs")
     out = []
-    blocks = second != "n"
     for position, pair in enumerate(value):
         # the common case first: an exact [int id, int] or [int id, [int, ...]] pair of a known request
         if type(pair) is list and len(pair) == 2:
@@ -80,7 +94,7 @@ def _pairs(value: Any, known: set, what: str, second: str) -> list | Violation:
             if type(request_id) is int and request_id in known:
                 if not blocks:
                     if type(other) is int:
-                        out.append((request_id, other))
+                        out.append(pair)
                         continue
                 elif type(other) is list and all(type(block) is int for block in other):
                     out.append((request_id, other))
@@ -98,7 +112,7 @@ def _pairs(value: Any, known: set, what: str, second: str) -> list | Violation:
         if second == "n":
             if not _int(other):
                 return type_error(f"{where}[1]", other, "an int number of tokens")
-            out.append((request_id, other))
+            out.append([request_id, other])
         else:
             if not isinstance(other, _LISTS) or not all(_int(block) for block in other):
                 return type_error(f"{where}[1]", other, "a list of int block ids")
@@ -109,25 +123,29 @@ def _pairs(value: Any, known: set, what: str, second: str) -> list | Violation:
 def read_entry(index: int, entry: Any, known: set, where: str | None = None) -> Tick | Violation:
     """One trace entry as a Tick, or the ``well_typed`` Violation naming ``where`` (default ``trace[index]``)."""
     where = f"trace[{index}]" if where is None else where
-    if not isinstance(entry, dict):
-        return type_error(where, entry, "a dict with keys " + ", ".join(ENTRY_KEYS))
-    for key in ENTRY_KEYS:
-        if key not in entry:
-            return Violation("well_typed", f"{where}: missing key {key!r}", expected=key)
-    if not _int(entry["tick"]):
-        return type_error(f"{where}['tick']", entry["tick"], "an int")
-    parts = []
-    for key in ENTRY_KEYS[1:]:
-        what = f"{where}[{key!r}]"
-        if key == "scheduled":
-            part = _pairs(entry[key], known, what, "n")
-        elif key in ("freed", "allocated"):
-            part = _pairs(entry[key], known, what, "blocks")
-        else:
-            part = _ids(entry[key], known, what)
+    if type(entry) is not dict or len(entry) != 7 or type(entry.get("tick")) is not int:  # else: the keys are below
+        if not isinstance(entry, dict):
+            return type_error(where, entry, "a dict with keys " + ", ".join(ENTRY_KEYS))
+        for key in ENTRY_KEYS:
+            if key not in entry:
+                return Violation("well_typed", f"{where}: missing key {key!r}", expected=key)
+        if not _int(entry["tick"]):
+            return type_error(f"{where}['tick']", entry["tick"], "an int")
+    try:
+        parts = (
+            _pairs(entry["scheduled"], known, where, "scheduled"),
+            _ids(entry["preempted"], known, where, "preempted"),
+            _ids(entry["aborted"], known, where, "aborted"),
+            _pairs(entry["freed"], known, where, "freed"),
+            _pairs(entry["allocated"], known, where, "allocated"),
+            _ids(entry["finished"], known, where, "finished"),
+        )
+    except KeyError:  # seven keys, but not the entry's: name the first one missing
+        key = next(key for key in ENTRY_KEYS if key not in entry)
+        return Violation("well_typed", f"{where}: missing key {key!r}", expected=key)
+    for part in parts:
         if isinstance(part, Violation):
             return part
-        parts.append(part)
     return Tick(index, entry["tick"], *parts)
 
 

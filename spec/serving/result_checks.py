@@ -60,6 +60,8 @@ def _finding(name: str) -> Callable[[Observation], Violation | None]:
 
 RESULT_CHECKS: dict[str, Callable[[Observation], Violation | None]] = {name: _finding(name) for name in CHECKED}
 
+_NO_FREED = {"abort": (), "preempt": (), "finish": (), "other": ()}  # an entry that frees nothing (never written)
+
 
 class _Order:
     """An ordered set of ids: O(1) push at either end (moving an id already in), removal, and stepping either way."""
@@ -120,11 +122,14 @@ class _Request:
 
     __slots__ = (
         "request", "status", "cached", "generated", "known", "held", "total", "start", "first_token",
-        "preemptions", "finish", "aborted_at", "overdue",
+        "preemptions", "finish", "aborted_at", "overdue", "arrival", "until", "output",
     )
 
     def __init__(self, request):
         self.request = request
+        self.arrival = request.arrival  # the request's own fields the replay reads every tick, at hand
+        self.until = math.inf if request.abort is None else request.abort  # it may be scheduled in [arrival, until)
+        self.output = request.output
         self.status = WAITING
         self.cached = 0
         self.generated = 0
@@ -171,6 +176,8 @@ class Replay:
         self.last_scheduled_tick = None
         self.latest_arrival = max((r.arrival for r in ordered), default=0)
         self.work_so_far = 0  # tokens scheduled and requests aborted, up to the current entry
+        self.tick_ids: list = []  # the current entry's scheduled ids, and its tokens (check_entry keeps them)
+        self.tick_total = 0
 
     # --- recording ---------------------------------------------------------------
 
@@ -296,17 +303,21 @@ class Replay:
         """Replay one trace entry: aborts, frees, preemptions, the scheduled list, admissions, compute, finishes."""
         self.check_entry(entry)
         aborted_now = self.aborts(entry)
-        freed = self.freed_by_role(entry)
+        freed = self.freed_by_role(entry) if entry.freed else _NO_FREED
         for request_id, blocks in freed["abort"]:
             self.free(request_id, blocks, entry.tick, "aborted")
         for request_id in aborted_now:
             self.release_leak(request_id, entry.tick, "is aborted")
         expected_victims = expected_running = None
         if self.fcfs:  # the policy's view of the running pass, before this tick's preemptions
-            expected_victims = self.simulate_victims(len(entry.scheduled) + len(entry.preempted) + 1)
-            expected_running = self.simulate_running(set(entry.preempted), len(entry.scheduled) + 1)
-        self.preemptions_of(entry, freed["preempt"])
-        if self.fcfs and expected_victims != list(entry.preempted):
+            expected_victims, granted = self.simulate_victims(len(entry.scheduled) + len(entry.preempted) + 1)
+            if not expected_victims and not entry.preempted:
+                expected_running = granted  # no victims, none given: the victims' walk is the running pass
+            else:
+                expected_running = self.simulate_running(set(entry.preempted), len(entry.scheduled) + 1)
+        if entry.preempted or freed["preempt"]:
+            self.preemptions_of(entry, freed["preempt"])
+        if self.fcfs and expected_victims != entry.preempted:
             self.report_victims(entry.tick, expected_victims, list(entry.preempted))
         running_part, admissions = self.scheduled(entry)
         if self.fcfs:
@@ -315,7 +326,8 @@ class Replay:
         for request_id, blocks in entry.allocated:
             self.allocate(request_id, blocks, entry.tick)
         done_now = self.compute(entry)
-        self.finishes(entry, done_now, freed["finish"])
+        if entry.finished or done_now or freed["finish"]:
+            self.finishes(entry, done_now, freed["finish"])
         for request_id, blocks in freed["other"]:
             self.free(request_id, blocks, entry.tick, "neither aborted, preempted nor finished")
         self.blocks_after(entry, freed["other"])
@@ -323,7 +335,9 @@ class Replay:
             self.last_scheduled_tick = entry.tick
 
     def check_entry(self, entry: Tick) -> None:
-        """The entry's own rules: ticks ascend, something happens, the bound holds, no list repeats an id."""
+        """The entry's own rules: ticks ascend, something happens, the bound holds, no list repeats an id.
+
+        It also keeps the entry's scheduled ids and token total (``tick_ids``, ``tick_total``) for the rest of the tick."""
         t = entry.tick
         if self.previous_tick is not None and t <= self.previous_tick:
             self.report(
@@ -332,7 +346,9 @@ class Replay:
         self.previous_tick = t
         if not entry.scheduled and not entry.aborted:
             self.report("metrics_consistent", f"trace tick {t} schedules and aborts nothing: list only ticks that do", tick=t)
-        self.work_so_far += sum(n for _, n in entry.scheduled) + len(entry.aborted)
+        scheduled_ids = self.tick_ids = [pair[0] for pair in entry.scheduled]
+        total = self.tick_total = sum([pair[1] for pair in entry.scheduled])
+        self.work_so_far += total + len(entry.aborted)
         bound = self.latest_arrival + self.work_so_far
         if t + 1 > bound:
             self.report(
@@ -342,19 +358,18 @@ class Replay:
                 tick=t, expected=f"< {bound}", actual=t,
             )
         for name, ids in (
-            ("scheduled", [i for i, _ in entry.scheduled]),
+            ("scheduled", scheduled_ids),
             ("preempted", entry.preempted),
             ("aborted", entry.aborted),
             ("finished", entry.finished),
         ):
-            if len(set(ids)) != len(ids):
+            if len(ids) > 1 and len(set(ids)) != len(ids):
                 twice = [i for i, n in Counter(ids).items() if n > 1]
                 self.report(
                     "no_duplicate_active",
                     f"tick {t} lists request {twice[0]} {ids.count(twice[0])} times in {name}: {list(ids)}",
                     tick=t, ids=twice, expected=1, actual=ids.count(twice[0]),
                 )
-
     def aborts(self, entry: Tick) -> list:
         """Step 2: the entry's aborts, each exactly at its abort tick; every abort due by now must be there."""
         t = entry.tick
@@ -443,44 +458,26 @@ class Replay:
                 self.release_leak(request_id, t, "is preempted")
 
     def scheduled(self, entry: Tick) -> tuple[list, list]:
-        """The scheduled list's safety rules; returns it split into the running part and the admissions."""
-        t, config = entry.tick, self.config
+        """The scheduled list's safety rules; returns its pairs split into the running part and the admissions."""
+        t, config, of = entry.tick, self.config, self.of
         running_part, admissions = [], []
-        for request_id, n in entry.scheduled:
-            r = self.of[request_id]
-            request = r.request
-            if n < 1:
-                self.report(
-                    "nonnegative_remaining", f"tick {t} schedules n={n} tokens for request {request_id}: n >= 1",
-                    tick=t, ids=[request_id], expected=">= 1", actual=n,
-                )
-            if t < request.arrival:
-                self.report(
-                    "no_start_before_arrival",
-                    f"tick {t} schedules request {request_id}, which arrives at {request.arrival}",
-                    tick=t, ids=[request_id], expected=f">= {request.arrival}", actual=t,
-                )
-            if request.abort is not None and t >= request.abort:
-                self.report(
-                    "no_start_before_arrival",
-                    f"tick {t} schedules request {request_id}, at or after its abort tick {request.abort}",
-                    tick=t, ids=[request_id], expected=f"< {request.abort}", actual=t,
-                )
-            if r.status == FINISHED:
-                self.report(
-                    "every_job_completes_once",
-                    f"tick {t} schedules request {request_id}, which finished at {r.finish}",
-                    tick=t, ids=[request_id],
-                )
-            (admissions if r.status == WAITING else running_part).append((request_id, n))
-        scheduled_ids = [i for i, _ in entry.scheduled]
-        if len(entry.scheduled) > config.max_seqs:
+        for pair in entry.scheduled:
+            request_id, n = pair
+            r = of[request_id]
+            if n < 1 or t < r.arrival or t >= r.until or r.status == FINISHED:
+                self.scheduled_problems(t, r, n)
+            if r.status == WAITING:
+                admissions.append(pair)
+            else:
+                running_part.append(pair)
+        scheduled_ids = self.tick_ids
+        if len(scheduled_ids) > config.max_seqs:
             self.report(
                 "slot_bound",
                 f"tick {t} schedules {len(entry.scheduled)} requests {scheduled_ids}, more than max_seqs={config.max_seqs}",
                 tick=t, ids=scheduled_ids, expected=f"<= {config.max_seqs}", actual=len(entry.scheduled),
             )
-        total = sum(n for _, n in entry.scheduled)
+        total = self.tick_total
         if total > config.token_budget:
             self.report(
                 "token_budget",
@@ -488,19 +485,48 @@ class Replay:
                 f"more than token_budget={config.token_budget}",
                 tick=t, ids=scheduled_ids, expected=f"<= {config.token_budget}", actual=total,
             )
-        allocated_ids = [i for i, _ in entry.allocated]
-        if not _is_subsequence(allocated_ids, scheduled_ids):
-            self.report(
-                "metrics_consistent",
-                f"tick {t} lists allocated {allocated_ids}, not in scheduled order {scheduled_ids}",
-                tick=t, ids=allocated_ids,
-            )
+        if entry.allocated:
+            allocated_ids = [i for i, _ in entry.allocated]
+            if not _is_subsequence(allocated_ids, scheduled_ids):
+                self.report(
+                    "metrics_consistent",
+                    f"tick {t} lists allocated {allocated_ids}, not in scheduled order {scheduled_ids}",
+                    tick=t, ids=allocated_ids,
+                )
         return running_part, admissions
+
+    def scheduled_problems(self, t: int, r: _Request, n: int) -> None:
+        """The per-request rules of one scheduled pair: n >= 1, arrived, not aborted yet, not finished."""
+        request = r.request
+        request_id = request.id
+        if n < 1:
+            self.report(
+                "nonnegative_remaining", f"tick {t} schedules n={n} tokens for request {request_id}: n >= 1",
+                tick=t, ids=[request_id], expected=">= 1", actual=n,
+            )
+        if t < request.arrival:
+            self.report(
+                "no_start_before_arrival",
+                f"tick {t} schedules request {request_id}, which arrives at {request.arrival}",
+                tick=t, ids=[request_id], expected=f">= {request.arrival}", actual=t,
+            )
+        if request.abort is not None and t >= request.abort:
+            self.report(
+                "no_start_before_arrival",
+                f"tick {t} schedules request {request_id}, at or after its abort tick {request.abort}",
+                tick=t, ids=[request_id], expected=f"< {request.abort}", actual=t,
+            )
+        if r.status == FINISHED:
+            self.report(
+                "every_job_completes_once",
+                f"tick {t} schedules request {request_id}, which finished at {r.finish}",
+                tick=t, ids=[request_id],
+            )
 
     def judge_running_pass(self, entry: Tick, expected: list, running_part: list, admissions: list) -> None:
         """running_first and no_admission_after_preemption for one tick."""
         t = entry.tick
-        if running_part != expected or list(entry.scheduled[: len(running_part)]) != running_part:
+        if running_part != expected or entry.scheduled[: len(running_part)] != running_part:
             self.report_running_first(t, expected, list(entry.scheduled))
         if entry.preempted and admissions:
             self.report(
@@ -513,11 +539,14 @@ class Replay:
     def admit(self, entry: Tick, running_part: list, admissions: list) -> None:
         """Step 5: the admissions join the running list, judged against the waiting pass the policy would run."""
         t, config = entry.tick, self.config
-        allocated = Counter()
+        allocated: dict = {}
         for request_id, blocks in entry.allocated:
-            allocated[request_id] += len(blocks)
-        budget = config.token_budget - sum(n for _, n in running_part)
-        free = config.num_blocks - len(self.owner) - sum(allocated[i] for i, _ in running_part)
+            allocated[request_id] = allocated.get(request_id, 0) + len(blocks)
+        budget = config.token_budget - self.tick_total + sum([n for _, n in admissions])  # what the running part left
+        free = config.num_blocks - len(self.owner)
+        if allocated:
+            running_ids = [i for i, _ in running_part]
+            free -= sum([blocks * running_ids.count(i) for i, blocks in allocated.items()])
         in_step = self.fcfs and not entry.preempted
         for request_id, n in admissions:
             r = self.of[request_id]
@@ -537,7 +566,7 @@ class Replay:
             if r.start is None:
                 r.start = t
             budget -= n
-            free -= allocated[request_id]
+            free -= allocated.get(request_id, 0)
             if len(self.running) > config.max_seqs:
                 self.report(
                     "slot_bound",
@@ -553,41 +582,45 @@ class Replay:
         t = entry.tick
         done_now = []
         of = self.of
+        self.computed += self.tick_total
+        if self.records:  # every token computed for a request, for its record (a stream has none to check)
+            for request_id, n in entry.scheduled:
+                of[request_id].total += n
         for request_id, n in entry.scheduled:
             r = of[request_id]
-            r.total += n
-            self.computed += n
             if r.status != RUNNING or n < 1:
                 continue
-            r.cached += n
+            cached = r.cached = r.cached + n
             known = r.known
-            if r.cached > known:
+            if cached < known:
+                continue
+            if cached > known:
                 self.report(
                     "nonnegative_remaining",
                     f"tick {t} schedules {n} tokens for request {request_id}, which has only "
-                    f"{known - (r.cached - n)} of its {known} known tokens left to compute",
-                    tick=t, ids=[request_id], expected=f"<= {known - (r.cached - n)}", actual=n,
+                    f"{known - (cached - n)} of its {known} known tokens left to compute",
+                    tick=t, ids=[request_id], expected=f"<= {known - (cached - n)}", actual=n,
                 )
-            if r.cached >= known:
-                r.generated += 1
-                r.known += 1
-                if r.first_token is None:
-                    r.first_token = t + 1
-                if r.generated > r.request.output:
-                    self.report(
-                        "nonnegative_remaining",
-                        f"request {request_id} generates output token {r.generated} in tick {t}, "
-                        f"more than its output={r.request.output}",
-                        tick=t, ids=[request_id], expected=f"<= {r.request.output}", actual=r.generated,
-                    )
-                if r.generated == r.request.output:
-                    done_now.append(request_id)
+            r.generated += 1
+            r.known = known + 1
+            if r.first_token is None:
+                r.first_token = t + 1
+            output = r.output
+            if r.generated > output:
+                self.report(
+                    "nonnegative_remaining",
+                    f"request {request_id} generates output token {r.generated} in tick {t}, "
+                    f"more than its output={output}",
+                    tick=t, ids=[request_id], expected=f"<= {output}", actual=r.generated,
+                )
+            if r.generated == output:
+                done_now.append(request_id)
         return done_now
 
     def finishes(self, entry: Tick, done_now: list, freed: list) -> None:
         """The entry's finished list: exactly the requests that got their last token, each with all its work."""
         t = entry.tick
-        scheduled_ids = [i for i, _ in entry.scheduled]
+        scheduled_ids = self.tick_ids
         if not _is_subsequence(list(entry.finished), scheduled_ids):
             self.report(
                 "metrics_consistent",
@@ -633,13 +666,15 @@ class Replay:
     def blocks_after(self, entry: Tick, freed_other: list) -> None:
         """kv_exact after the tick, for every request it touched: running ones hold ceil(cached / block_size)."""
         t, size = entry.tick, self.config.block_size
-        touched = [i for i, _ in entry.scheduled] + [i for i, _ in entry.allocated] + [i for i, _ in freed_other]
+        touched = self.tick_ids  # a request touched twice is checked twice, with the same outcome
+        if entry.allocated or freed_other:
+            touched = touched + [i for i, _ in entry.allocated] + [i for i, _ in freed_other]
         of = self.of
-        for request_id in dict.fromkeys(touched):
+        for request_id in touched:
             r = of[request_id]
             if r.status == RUNNING:
-                need = -(-r.cached // size)  # blocks_for(r.cached, size)
-                if len(r.held) != need:
+                if len(r.held) != -(-r.cached // size):  # blocks_for(r.cached, size)
+                    need = -(-r.cached // size)
                     self.report(
                         "kv_exact",
                         f"after tick {t} request {request_id} holds {len(r.held)} blocks {list(r.held)} for "
@@ -651,13 +686,15 @@ class Replay:
 
     # --- the policy: vLLM FCFS ---------------------------------------------------
 
-    def simulate_victims(self, steps: int) -> list:
-        """The victims the running pass preempts from the replayed state (at most ``steps`` requests looked at)."""
+    def simulate_victims(self, steps: int) -> tuple[list, list]:
+        """The victims the running pass preempts from the replayed state (at most ``steps`` requests looked at).
+
+        Also the [id, n] pairs it grants on the way: with no victims, that is the running pass itself."""
         config, of = self.config, self.of
         after, before = self.running.after, self.running.before
         budget, size = config.token_budget, config.block_size
         free = config.num_blocks - len(self.owner)
-        victims = []
+        victims, granted = [], []
         current, end = self.running.first, self.running.last
         while current is not None and steps > 0:
             steps -= 1
@@ -669,26 +706,28 @@ class Replay:
             if n <= 0:
                 break
             extra = -(-(cached + n) // size) - len(r.held)  # blocks_for(cached + n) - held
-            self_preempted = False
-            while free < extra:
-                victims.append(end)
-                free += len(of[end].held)
-                if end == current:
-                    self_preempted = True
+            if free < extra:
+                self_preempted = False
+                while free < extra:
+                    victims.append(end)
+                    free += len(of[end].held)
+                    if end == current:
+                        self_preempted = True
+                        break
+                    end = before[end]
+                if self_preempted:
                     break
-                end = before[end]
-            if self_preempted:
-                break
             if extra > 0:
                 free -= extra
+            granted.append([current, n])
             budget -= n
             if current == end:
                 break
             current = after[current]
-        return victims
+        return victims, granted
 
     def simulate_running(self, victims: set, steps: int) -> list:
-        """The running pass's [(id, n)], greedy in running order, with the tick's victims as given."""
+        """The running pass's [[id, n]], greedy in running order, with the tick's victims as given."""
         budget = self.config.token_budget
         of, after = self.of, self.running.after
         expected = []
@@ -702,7 +741,7 @@ class Replay:
                     n = budget
                 if n <= 0:
                     break
-                expected.append((current, n))
+                expected.append([current, n])
                 budget -= n
             current = after[current]
         return expected

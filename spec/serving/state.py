@@ -27,6 +27,7 @@ Everything here is pure: a step returns a new State and never mutates its argume
 
 from __future__ import annotations
 
+from collections import deque
 from typing import NamedTuple
 
 from spec.serving.domain import Config, Request, blocks_for, check_feasible, fcfs_key, validate
@@ -134,18 +135,16 @@ def step(state: State) -> State:
     waiting = list(state.waiting)
     running = list(state.running)
     while True:  # steps 2 and 3: aborts, then the idle jump to the earliest waiting arrival
-        if any(_aborting(p, tick) for p in waiting) or any(_aborting(p, tick) for p in running):
-            break
-        if running or any(p.request.arrival <= tick for p in waiting):
+        leaving = [p for p in waiting + running if _aborting(p, tick)]
+        if leaving or running or any(p.request.arrival <= tick for p in waiting):
             break
         tick = min(p.request.arrival for p in waiting)
 
-    leaving = sorted(
-        (p for p in waiting + running if _aborting(p, tick)), key=lambda p: fcfs_key(p.request)
-    )
-    gone = {p.id for p in leaving}
-    waiting = [p for p in waiting if p.id not in gone]
-    running = [p for p in running if p.id not in gone]
+    leaving.sort(key=lambda p: fcfs_key(p.request))
+    if leaving:
+        gone = {p.id for p in leaving}
+        waiting = [p for p in waiting if p.id not in gone]
+        running = [p for p in running if p.id not in gone]
     freed = [(p.id, p.blocks) for p in leaving if p.blocks]
     aborted = tuple(Ended(p._replace(blocks=()), tick) for p in leaving)
     ledger = state.ledger._replace(aborted=state.ledger.aborted + sum(p.computed for p in leaving))
@@ -183,12 +182,12 @@ def step(state: State) -> State:
                 break  # r itself was the victim
         if len(running) == index:
             break  # the running pass ends
-        new = _lowest_free(held, extra)
-        held.update(new)
-        running[index] = r._replace(blocks=r.blocks + new)
-        scheduled.append((r.id, n))
-        if new:
+        if extra > 0:
+            new = _lowest_free(held, extra)
+            held.update(new)
+            running[index] = r._replace(blocks=r.blocks + new)
             allocated.append((r.id, new))
+        scheduled.append((r.id, n))
         budget -= n
         index += 1
 
@@ -220,6 +219,7 @@ def step(state: State) -> State:
     tokens_of = dict(scheduled)  # step 6: compute
     still_running = []
     finished = []
+    computed_now = useful_now = 0
     for r in running:
         n = tokens_of.get(r.id)
         if n is None:
@@ -230,14 +230,15 @@ def step(state: State) -> State:
             generated += 1
             first_token = tick + 1 if first_token is None else first_token
         r = r._replace(computed=computed, generated=generated, first_token=first_token, total=r.total + n)
-        ledger = ledger._replace(computed=ledger.computed + n)
+        computed_now += n
         if generated == r.request.output:
-            ledger = ledger._replace(useful=ledger.useful + r.request.work)
+            useful_now += r.request.work
             freed.append((r.id, r.blocks))
             finished.append(Ended(r._replace(blocks=()), tick + 1))
         else:
             still_running.append(r)
 
+    ledger = ledger._replace(computed=ledger.computed + computed_now, useful=ledger.useful + useful_now)
     entry = Entry(
         tick,
         tuple(scheduled),
@@ -311,15 +312,45 @@ def cancel(state: State, request_id: int) -> State:
 
 
 def run(requests, config) -> dict:
-    """The reference result of ``serve(requests, config)``, built on ``step``."""
-    state = initial(requests, config)
-    trace = []
-    while not is_terminal(state):
+    """The reference result of ``serve(requests, config)``, built on ``step``, in time linear in the run.
+
+    It is the online run that submits each request at its arrival (``submit``) and
+    retires each request in the tick it ends: a step reads only the requests that have
+    arrived and not ended (a request not yet arrived can neither be admitted nor be
+    aborted, its abort tick being >= its arrival), so the state it steps holds only
+    those, and a tick costs what its live requests cost, not what the whole input does.
+    When nothing is live, the next arrivals are submitted first and the step's idle jump
+    goes to them, as from ``initial(requests, config)``; the test suite checks that both
+    give the same run."""
+    parsed, _ = validate(requests, config)
+    arrivals = deque(sorted(parsed, key=fcfs_key))
+    state = initial([], config)
+    trace, finished, aborted = [], [], []
+    while arrivals or not is_terminal(state):
+        if is_terminal(state):  # idle: the next arrivals come in, and the step jumps to them
+            first = arrivals[0].arrival
+            while arrivals and arrivals[0].arrival == first:
+                state = submit(state, arrivals.popleft())
+        while arrivals and arrivals[0].arrival <= state.clock:
+            state = submit(state, arrivals.popleft())
         state = step(state)
         entry = state.latest
         assert entry.scheduled or entry.aborted, f"tick {entry.tick} did nothing: {entry}"
         trace.append(trace_entry(entry))
-    return result_from_run(state, trace)
+        finished += state.finished
+        aborted += state.aborted
+        state = _retire(state)
+    return result_from_run(state._replace(finished=tuple(finished), aborted=tuple(aborted)), trace)
+
+
+def _retire(state: State) -> State:
+    """The state without the requests that have ended (finished or aborted): the rest of the run never reads them."""
+    if not state.finished and not state.aborted:
+        return state
+    ended = {e.progress.id for e in state.finished + state.aborted}
+    return state._replace(
+        requests=tuple(r for r in state.requests if r.id not in ended), finished=(), aborted=()
+    )
 
 
 def remaining_work(state: State) -> int:
