@@ -29,9 +29,13 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
+import pathlib
 import pickle
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 from hypothesis import HealthCheck, Phase, given, settings
@@ -42,6 +46,7 @@ from proofs.search.judge import judge_valid_call
 from proofs.targets import load_callable, parse_target
 
 MAX_JOBS = 30
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def drawn_calls(model, count: int) -> list:
@@ -104,44 +109,128 @@ def isolated_stream(model, process, calls) -> float:
     return time.perf_counter() - started
 
 
+def child_cpu(process) -> float:
+    """The CPU seconds the worker's current child has used (Linux: /proc), 0 when there is none."""
+    child = getattr(process, "_process", None)
+    if child is None:
+        return 0.0
+    try:
+        with open(f"/proc/{child.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(run) -> tuple[float, float, float]:
+    """(wall, this process's CPU, the child's CPU) seconds of ``run(process)``, with the process made ready first."""
+
+    def go(process=None):
+        cpu, child = time.process_time(), child_cpu(process)
+        wall = run(process) if process is not None else run()
+        return wall, time.process_time() - cpu, child_cpu(process) - child
+
+    return go
+
+
+def old_tree(commit: str, scratch: str) -> str:
+    """The tree of ``commit`` unpacked under ``scratch`` (git archive: no worktree, no checkout)."""
+    path = pathlib.Path(scratch) / commit
+    path.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(path)], input=archive, check=True)
+    return str(path)
+
+
+def baseline_seconds(tree: str, model: str, count: int) -> tuple[float, float, float]:
+    """One run of the old path, in a fresh process on ``tree``'s code (this script, ``--old``)."""
+    command = [sys.executable, __file__, "--old", "--model", model, "--calls", str(count), "--runs", "1"]
+    done = subprocess.run(command, env=dict(os.environ, PYTHONPATH=tree), capture_output=True, text=True, check=True)
+    return tuple(float(x) for x in done.stdout.split("OLD-SECONDS ")[1].split()[:3])
+
+
+def breakdown(model, function, calls) -> str:
+    """Where one call's time goes in this process: the target, the reference run, the oracle given it, the result's pickle."""
+    from proofs.sandbox import harness_collector
+
+    parts = {"target": [], "reference run": [], "check given the reference": [], "result pickle round trip": []}
+    with harness_collector():
+        for call in calls:
+            started = time.process_time()
+            result = function(*call)
+            ran = time.process_time()
+            reference = model.reference(call)
+            referred = time.process_time()
+            model.check(call, result, reference)
+            checked = time.process_time()
+            pickle.loads(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+            pickled = time.process_time()
+            for name, (a, b) in zip(parts, ((started, ran), (ran, referred), (referred, checked), (checked, pickled))):
+                parts[name].append(b - a)
+    return ", ".join(f"{name} {1e3 * sum(values) / len(values):.3f} ms" for name, values in parts.items())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=models.NAMES, default="chapter")
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--old", action="store_true", help="only the old path (runs on a tree without submit/stream)")
+    parser.add_argument("--baseline", metavar="COMMIT",
+                        help="also run the old path on COMMIT's tree (git archive), one run interleaved with each of ours")
     args = parser.parse_args()
     model = models.get(args.model)
     calls = drawn_calls(model, args.calls)
     target = parse_target(model.default_target)
     function = load_callable(target)
+    if args.old:
+        with TargetProcess(target, shape=model.shape) as process:
+            process.start()
+            process.call(*calls[0])
+            values = [measured(lambda p: isolated_old(model, p, calls))(process) for _ in range(args.runs)]
+        print("OLD-SECONDS " + " ".join(str(statistics.median(v[i] for v in values)) for i in range(3)))
+        return 0
+    from proofs.sandbox import harness_collector
+
     sizes = [model.size(call) for call in calls]
     print(f"model {model.name}: {len(calls)} calls, {min(sizes)}..{max(sizes)} {model.noun[1]} "
-          f"(mean {statistics.mean(sizes):.1f}), {args.runs} runs each, median", flush=True)
-
-    modes = {"isolated (old path)": isolated_old}
-    if not args.old:
-        modes = {"in-process": None, **modes, "isolated (overlap)": isolated_overlap,
-                 "isolated (stream)": isolated_stream}
+          f"(mean {statistics.mean(sizes):.1f}), {args.runs} runs each, median of wall-clock times", flush=True)
+    modes = {"in-process": None, "isolated (old path)": isolated_old, "isolated (overlap)": isolated_overlap,
+             "isolated (stream)": isolated_stream}
     seconds: dict[str, list[float]] = {name: [] for name in modes}
-    with TargetProcess(target, shape=model.shape) as process:
-        process.start()
-        process.call(*calls[0])  # warm: the child's first call imports what the target imports lazily
-        for _ in range(args.runs):
-            for name, mode in modes.items():
-                if mode is None:
-                    seconds[name].append(in_process(model, function, calls))
-                else:
-                    seconds[name].append(mode(model, process, calls))
-    rates = {name: len(calls) / statistics.median(values) for name, values in seconds.items()}
-    base = rates.get("in-process")
+    baseline = f"isolated at {args.baseline}" if args.baseline else None
+    if baseline:
+        seconds[baseline] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        tree = old_tree(args.baseline, scratch) if args.baseline else None
+        with TargetProcess(target, shape=model.shape) as process:
+            process.start()
+            process.call(*calls[0])  # warm: the child's first call imports what the target imports lazily
+            for _ in range(args.runs):
+                if tree:
+                    seconds[baseline].append(baseline_seconds(tree, model.name, args.calls))
+                # the old path under the old collector settings too
+                seconds["isolated (old path)"].append(measured(lambda p: isolated_old(model, p, calls))(process))
+                with harness_collector():  # what the search runs under now; the in-process loop gets it as well
+                    for name, mode in modes.items():
+                        if name == "isolated (old path)":
+                            continue
+                        if mode is None:
+                            seconds[name].append(measured(lambda: in_process(model, function, calls))())
+                        else:
+                            seconds[name].append(measured(lambda p, mode=mode: mode(model, p, calls))(process))
+    rates = {name: len(calls) / statistics.median(v[0] for v in values) for name, values in seconds.items()}
+    cpu = {name: [1e3 * statistics.median(v[i] for v in values) / len(calls) for i in (1, 2)]
+           for name, values in seconds.items()}
+    base = rates["in-process"]
+    print(f"{'mode':28} {'calls/s':>8} {'ms/call':>8} {'x in-process':>12} {'CPU ms/call: harness':>21} {'child':>6}")
     for name, rate in rates.items():
-        per_call = 1e3 / rate
-        ratio = f"  isolated/in-process time per call {base / rate:4.2f}x" if base and name != "in-process" else ""
-        print(f"{name:22} {rate:7.0f} calls/s  {per_call:6.3f} ms/call{ratio}", flush=True)
-    if "isolated (overlap)" in rates:
-        print(f"overlap vs old path: {rates['isolated (overlap)'] / rates['isolated (old path)']:.2f}x; "
-              f"stream vs old path: {rates['isolated (stream)'] / rates['isolated (old path)']:.2f}x")
+        ratio = f"{base / rate:.2f}x" if name != "in-process" else "1.00x"
+        print(f"{name:28} {rate:8.0f} {1e3 / rate:8.3f} {ratio:>12} {cpu[name][0]:21.3f} {cpu[name][1]:6.3f}", flush=True)
+    old = rates[baseline] if baseline else rates["isolated (old path)"]
+    print(f"speed-up over {'the tree at ' + args.baseline if baseline else 'the old path'}: "
+          f"overlap {rates['isolated (overlap)'] / old:.2f}x, stream {rates['isolated (stream)'] / old:.2f}x")
+    print(f"CPU time per call in this process: {breakdown(model, function, calls)}")
     return 0
 
 

@@ -52,7 +52,7 @@ from hypothesis import strategies as st
 
 from proofs import models
 from proofs.counterexample import Counterexample
-from proofs.sandbox import HarnessError, TargetProcess, run_once
+from proofs.sandbox import HarnessError, TargetProcess, harness_collector, run_once
 from proofs.search.judge import Finding, judge_invalid_call, judge_repeated_call, judge_valid_call
 from proofs.search.database import GuardedDatabase
 
@@ -178,6 +178,10 @@ class Search:
     def run(self, stateful: bool = False, only=None) -> list[Found]:
         """Run every check in order (or only those named in ``only``, from CHECKS);
         return the counterexamples found.  ``self.checks`` then holds one account per check."""
+        with harness_collector():  # the oracle allocates a state per tick: collect young objects less often
+            return self._run(stateful, only)
+
+    def _run(self, stateful: bool, only) -> list[Found]:
         steps = [
             ("replay", self._replay_saved),
             ("validation", self._systematic_validation),
