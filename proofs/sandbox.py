@@ -381,6 +381,7 @@ def _changed(before: bytes, request) -> bool:
 
 _END = object()  # the end of a stream of calls
 _DIED = object()  # a submitted call whose child had gone already: collect reports the death
+_RESEND = object()  # a submitted call whose child the harness closed: collect sends it again
 
 
 class TargetProcess:
@@ -406,7 +407,7 @@ class TargetProcess:
         self.calls = 0
         self.signature_problem: str | None = None
         self.history: list = []  # the calls sent to the current child, oldest first
-        self._pending = None  # (limit, deadline, outcome known already) of the call submitted, not collected
+        self._pending = None  # (args, seconds, limit, deadline, outcome known already) of the call submitted, not collected
         self._process = None
         self._connection = None
 
@@ -452,21 +453,25 @@ class TargetProcess:
         try:
             self._connection.send(args)
         except (BrokenPipeError, ConnectionResetError, EOFError):
-            self._pending = (limit, None, _DIED)
+            self._pending = (args, seconds, limit, None, _DIED)
             return
         except BaseException as error:  # the harness handed over a call it cannot pickle
             self.close()
-            self._pending = (limit, None, Outcome(
+            self._pending = (args, seconds, limit, None, Outcome(
                 HARNESS_ERROR, error=f"the call could not be sent: {type(error).__name__}: {_describe(error)}"))
             return
-        self._pending = (limit, time.monotonic() + limit, None)
+        self._pending = (args, seconds, limit, time.monotonic() + limit, None)
 
     def collect(self) -> Outcome:
         """The outcome of the call ``submit`` sent: its answer, or ``timed_out`` once its limit
         (counted from the submit) has passed, or ``died``."""
         assert self._pending is not None, "TargetProcess.collect: no call was submitted"
-        limit, deadline, ready = self._pending
+        args, seconds, limit, deadline, ready = self._pending
         self._pending = None
+        if ready is _RESEND:  # the harness closed the child while the call ran: it runs again, in a fresh child
+            self.calls -= 1
+            self.submit(*args, seconds=seconds)
+            return self.collect()
         if ready is _DIED:
             return self._died()
         if ready is not None:
@@ -526,8 +531,8 @@ class TargetProcess:
 
     def close(self) -> None:
         """Kill the child's process group (if any); the next call starts a fresh child."""
-        if self._pending is not None and self._pending[2] is None:  # a call in flight dies with the child
-            self._pending = (self._pending[0], None, Outcome(DIED, error="the target's process was closed by the harness"))
+        if self._pending is not None and self._pending[4] is None:  # a call in flight: collect runs it again
+            self._pending = self._pending[:4] + (_RESEND,)
         if self._process is not None:
             _kill_group(self._process)
             self._connection.close()

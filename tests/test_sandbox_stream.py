@@ -117,5 +117,12 @@ def test_a_stream_stopped_early_leaves_no_call_in_flight(worker):
     assert worker.call(*_args("return", slots=9)).result["slots"] == 9
 
 
+def test_a_child_closed_by_the_harness_mid_call_runs_the_call_again(worker):
+    worker.submit(*_args("return", slots=4))
+    worker.close()  # not the call's doing: it is not charged a death, it runs again in a fresh child
+    outcome = worker.collect()
+    assert outcome.kind == "returned" and outcome.result["slots"] == 4 and worker.calls == 1
+
+
 def _without_pid(result):
     return {k: v for k, v in result.items() if k != "pid"} if isinstance(result, dict) else result
