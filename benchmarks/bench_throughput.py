@@ -22,13 +22,15 @@ isolated / in-process is the time per call.  ``--old`` measures only the old pat
 same script can be run on an older tree (``PYTHONPATH=<old tree>``) for the
 before/after figure.
 
-    python benchmarks/bench_throughput.py [--model chapter|serving] [--calls 1000] [--runs 3] [--old]
+    python benchmarks/bench_throughput.py [--model chapter|serving] [--calls 1000] [--runs 3]
+        [--baseline 70a90c8 [--verify-examples 300]] [--old]
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
 import pathlib
 import pickle
@@ -149,6 +151,34 @@ def baseline_seconds(tree: str, model: str, count: int) -> tuple[float, float, f
     return tuple(float(x) for x in done.stdout.split("OLD-SECONDS ")[1].split()[:3])
 
 
+def verify_rates(tree: str, model: str, examples: int, seed: int) -> tuple[float, float]:
+    """One ``schedcheck verify --examples N --db none`` of our impl on ``tree``'s code: (calls/s of the
+    whole run, calls/s of its conformance check), from its --json report."""
+    with tempfile.TemporaryDirectory() as scratch:
+        report = pathlib.Path(scratch) / "report.json"
+        command = [sys.executable, "-m", "proofs.cli.main", "verify", "--model", model, "--examples", str(examples),
+                   "--db", "none", "--seed", str(seed), "--budget", "3600", "--save-dir", scratch, "--json", str(report)]
+        subprocess.run(command, env=dict(os.environ, PYTHONPATH=tree), capture_output=True, check=False, cwd=scratch)
+        data = json.loads(report.read_text())
+    calls = [c for c in data["checks"] if c["unit"] == "calls"]
+    conformance = next(c for c in data["checks"] if c["check"] == "conformance")
+    return (sum(c["tried"] for c in calls) / sum(c["seconds"] for c in calls),
+            conformance["tried"] / conformance["seconds"])
+
+
+def verify_table(model: str, examples: int, runs: int, commit: str, tree: str) -> None:
+    """The whole search, old tree and this one side by side, ``runs`` seeds each."""
+    rows = {commit: [], "this tree": []}
+    for seed in range(runs):
+        rows[commit].append(verify_rates(tree, model, examples, seed))
+        rows["this tree"].append(verify_rates(str(ROOT), model, examples, seed))
+    print(f"schedcheck verify --model {model} --examples {examples} --db none (seeds 0..{runs - 1}, median; "
+          f"calls/s over the checks that count calls, and of conformance alone):")
+    for name, values in rows.items():
+        print(f"  {name:12} {statistics.median(v[0] for v in values):7.1f} calls/s, "
+              f"conformance {statistics.median(v[1] for v in values):7.1f} calls/s")
+
+
 def breakdown(model, function, calls) -> str:
     """Where one call's time goes in this process: the target, the reference run, the oracle given it, the result's pickle."""
     from proofs.sandbox import harness_collector
@@ -176,10 +206,18 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--old", action="store_true", help="only the old path (runs on a tree without submit/stream)")
+    parser.add_argument("--verify-examples", type=int, metavar="N",
+                        help="with --baseline: time whole `schedcheck verify --examples N` runs on both trees instead")
     parser.add_argument("--baseline", metavar="COMMIT",
                         help="also run the old path on COMMIT's tree (git archive), one run interleaved with each of ours")
     args = parser.parse_args()
     model = models.get(args.model)
+    if args.verify_examples:  # only the whole search, both trees
+        if not args.baseline:
+            parser.error("--verify-examples needs --baseline COMMIT")
+        with tempfile.TemporaryDirectory() as scratch:
+            verify_table(model.name, args.verify_examples, args.runs, args.baseline, old_tree(args.baseline, scratch))
+        return 0
     calls = drawn_calls(model, args.calls)
     target = parse_target(model.default_target)
     function = load_callable(target)

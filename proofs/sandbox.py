@@ -70,6 +70,11 @@ inside a call scanned (and copied on write) the whole inherited heap, which on a
 loaded machine took long enough to meet the per-call limit on a correct target.
 Each TargetProcess keeps the calls its current child has answered (``history``), so
 a failure can be replayed on a fresh child after the same calls.
+
+``harness_collector`` is the parent's side of the same concern: the search judges
+inside it (the harness's heap frozen, young objects collected every 50 000
+allocations instead of 700), and every child forked meanwhile is given back the
+collector's usual thresholds before anything else runs in it.
 """
 
 from __future__ import annotations
