@@ -126,3 +126,28 @@ def test_a_child_closed_by_the_harness_mid_call_runs_the_call_again(worker):
 
 def _without_pid(result):
     return {k: v for k, v in result.items() if k != "pid"} if isinstance(result, dict) else result
+
+
+def _thresholds():
+    import gc
+
+    return gc.get_threshold()
+
+
+def test_the_harness_collector_is_the_parents_alone(tmp_path):
+    import gc
+
+    from proofs import sandbox
+
+    path = tmp_path / "gc_target.py"
+    path.write_text("import gc\n\ndef schedule(jobs, slots, continuous):\n    return list(gc.get_threshold())\n")
+    usual = gc.get_threshold()
+    with sandbox.harness_collector():
+        assert gc.get_threshold()[0] == sandbox.HARNESS_GC_THRESHOLD
+        with sandbox.harness_collector():  # nested: nothing more, nothing undone
+            pass
+        assert gc.get_threshold()[0] == sandbox.HARNESS_GC_THRESHOLD
+        with TargetProcess(parse_target(f"{path}:schedule")) as process:
+            assert tuple(process.call([], 1, True).result) == usual  # the target runs under the usual collector
+        assert sandbox.run_once(_thresholds, seconds=10).result == usual
+    assert gc.get_threshold() == usual
