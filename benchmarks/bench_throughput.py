@@ -23,7 +23,7 @@ same script can be run on an older tree (``PYTHONPATH=<old tree>``) for the
 before/after figure.
 
     python benchmarks/bench_throughput.py [--model chapter|serving] [--calls 1000] [--runs 3]
-        [--baseline 70a90c8 [--verify-examples 300]] [--old]
+        [--baseline 70a90c8 [--search-examples 300 | --verify-examples 300]] [--old]
 """
 
 from __future__ import annotations
@@ -151,6 +151,49 @@ def baseline_seconds(tree: str, model: str, count: int) -> tuple[float, float, f
     return tuple(float(x) for x in done.stdout.split("OLD-SECONDS ")[1].split()[:3])
 
 
+SEARCH = """
+import os, sys, time
+from proofs import models
+from proofs.sandbox import TargetProcess
+from proofs.search.engine import Search
+from proofs.targets import parse_target
+model, examples = models.get(sys.argv[1]), int(sys.argv[2])
+def child_cpu(process):
+    fields = open(f"/proc/{process._process.pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+with TargetProcess(parse_target(model.default_target), shape=model.shape) as process:
+    process.start()
+    search = Search(process, time.monotonic() + 3600, model=model, seed=0, examples={"conformance": examples})
+    cpu, wall, child = time.process_time(), time.perf_counter(), child_cpu(process)
+    search.run(only=("conformance",))
+    calls = search.calls_tried
+    print("SEARCH", calls, time.perf_counter() - wall, time.process_time() - cpu, child_cpu(process) - child)
+"""
+
+
+def search_rates(tree: str, model: str, examples: int) -> tuple[float, float, float]:
+    """The conformance check alone (seed 0, our impl) on ``tree``'s code: (wall, harness CPU, child CPU) ms per call."""
+    done = subprocess.run([sys.executable, "-c", SEARCH, model, str(examples)], env=dict(os.environ, PYTHONPATH=tree),
+                          capture_output=True, text=True, check=True, cwd=tempfile.gettempdir())
+    calls, wall, cpu, child = (float(x) for x in done.stdout.split("SEARCH ")[1].split()[:4])
+    return 1e3 * wall / calls, 1e3 * cpu / calls, 1e3 * child / calls
+
+
+def search_table(model: str, examples: int, runs: int, commit: str, tree: str) -> None:
+    """The conformance search, old tree and this one interleaved, ``runs`` times each."""
+    rows = {commit: [], "this tree": []}
+    for _ in range(runs):
+        rows[commit].append(search_rates(tree, model, examples))
+        rows["this tree"].append(search_rates(str(ROOT), model, examples))
+    print(f"conformance search, --model {model}, {examples} examples, seed 0, median of {runs} "
+          f"(ms per call: wall, harness CPU, child CPU):")
+    medians = {name: [statistics.median(v[i] for v in values) for i in range(3)] for name, values in rows.items()}
+    for name, (wall, cpu, child) in medians.items():
+        print(f"  {name:12} wall {wall:7.2f}  harness CPU {cpu:6.2f}  child CPU {child:5.2f}  "
+              f"-> {1e3 / cpu:5.0f} calls per harness CPU second")
+    print(f"  harness CPU per call: {medians[commit][1] / medians['this tree'][1]:.2f}x less on this tree")
+
+
 def verify_rates(tree: str, model: str, examples: int, seed: int) -> tuple[float, float]:
     """One ``schedcheck verify --examples N --db none`` of our impl on ``tree``'s code: (calls/s of the
     whole run, calls/s of its conformance check), from its --json report."""
@@ -208,10 +251,18 @@ def main() -> int:
     parser.add_argument("--old", action="store_true", help="only the old path (runs on a tree without submit/stream)")
     parser.add_argument("--verify-examples", type=int, metavar="N",
                         help="with --baseline: time whole `schedcheck verify --examples N` runs on both trees instead")
+    parser.add_argument("--search-examples", type=int, metavar="N",
+                        help="with --baseline: time the conformance search alone (N examples) on both trees instead")
     parser.add_argument("--baseline", metavar="COMMIT",
                         help="also run the old path on COMMIT's tree (git archive), one run interleaved with each of ours")
     args = parser.parse_args()
     model = models.get(args.model)
+    if args.search_examples:  # only the conformance search, both trees
+        if not args.baseline:
+            parser.error("--search-examples needs --baseline COMMIT")
+        with tempfile.TemporaryDirectory() as scratch:
+            search_table(model.name, args.search_examples, args.runs, args.baseline, old_tree(args.baseline, scratch))
+        return 0
     if args.verify_examples:  # only the whole search, both trees
         if not args.baseline:
             parser.error("--verify-examples needs --baseline COMMIT")
