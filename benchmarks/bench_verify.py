@@ -7,12 +7,18 @@ cost of starting Python and importing the harness), so ratios survive a slower b
 
     python benchmarks/bench_verify.py [--runs 3] [--write docs/verify.md]
     python benchmarks/bench_verify.py --model serving [--runs 3] [--write docs/serving.md]
+    python benchmarks/bench_verify.py --baseline 70a90c8 [--runs 3] [--write docs/verify.md]
+
+With ``--baseline COMMIT`` every run is made twice, side by side: on COMMIT's tree
+(``git archive``, code first on PYTHONPATH) and then on this tree, so the table has
+both medians and their ratio, measured under the same load.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import statistics
 import subprocess
@@ -26,20 +32,30 @@ FUNCTION = {"chapter": "schedule", "serving": "serve"}
 FIRST_ARGUMENT = {"chapter": "jobs", "serving": "requests"}
 
 
-def timed(command: list[str]) -> float:
+def timed(command: list[str], tree: str | None = None) -> float:
+    env = dict(os.environ, PYTHONPATH=tree or str(ROOT))
     started = time.perf_counter()
-    subprocess.run(command, capture_output=True, cwd=ROOT, check=False)
+    subprocess.run(command, capture_output=True, cwd=ROOT, check=False, env=env)
     return time.perf_counter() - started
 
 
-def verify_once(path: pathlib.Path, seed: int, model: str) -> tuple[float, str, int]:
+def old_tree(commit: str, scratch: str) -> str:
+    """The tree of ``commit`` unpacked under ``scratch`` (git archive: no worktree, no checkout)."""
+    path = pathlib.Path(scratch) / commit
+    path.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(path)], input=archive, check=True)
+    return str(path)
+
+
+def verify_once(path: pathlib.Path, seed: int, model: str, tree: str | None = None) -> tuple[float, str, int]:
     with tempfile.TemporaryDirectory() as scratch:
         report = pathlib.Path(scratch) / "report.json"
         command = [
             sys.executable, "-m", "proofs.cli.main", "verify", f"{path}:{FUNCTION[model]}", "--model", model,
             "--seed", str(seed), "--db", "none", "--save-dir", scratch, "--json", str(report), "--budget", "60",
         ]
-        seconds = timed(command)
+        seconds = timed(command, tree)
         data = json.loads(report.read_text())
     first = data["counterexamples"][0] if data["counterexamples"] else None
     size = len(first["input"][FIRST_ARGUMENT[model]]) if first and first["input"] else -1
@@ -51,27 +67,53 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--write", metavar="PATH")
     parser.add_argument("--model", choices=tuple(CORPUS), default="chapter")
+    parser.add_argument("--baseline", metavar="COMMIT", help="also time every run on COMMIT's tree, side by side")
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        tree = old_tree(args.baseline, scratch) if args.baseline else None
+        return measure(args, tree)
+
+
+def measure(args, tree: str | None) -> int:
     buggy = sorted(p for p in CORPUS[args.model].glob("*.py") if p.name != "__init__.py")
     noun = "jobs" if args.model == "chapter" else "requests"
 
     baseline = statistics.median(timed([sys.executable, "-m", "proofs.cli.main", "--help"]) for _ in range(5))
     rows = []
     for path in buggy:
-        runs = [verify_once(path, seed, args.model) for seed in range(args.runs)]
+        runs, old = [], []
+        for seed in range(args.runs):
+            if tree:
+                old.append(verify_once(path, seed, args.model, tree))
+            runs.append(verify_once(path, seed, args.model))
         seconds = statistics.median(r[0] for r in runs)
-        rows.append((path.stem, seconds, max(r[0] for r in runs), runs[0][1], max(r[2] for r in runs)))
-        print(f"{path.stem:40} median {seconds:6.2f} s  worst {rows[-1][2]:6.2f} s  {runs[0][1]}  size {rows[-1][4]}", flush=True)
+        before = statistics.median(r[0] for r in old) if old else None
+        rows.append((path.stem, seconds, max(r[0] for r in runs), runs[0][1], max(r[2] for r in runs), before,
+                     max(r[2] for r in old) if old else None))
+        then = f"  at {args.baseline}: median {before:6.2f} s  size {rows[-1][6]}" if old else ""
+        print(f"{path.stem:40} median {seconds:6.2f} s  worst {rows[-1][2]:6.2f} s  {runs[0][1]}  size {rows[-1][4]}{then}",
+              flush=True)
 
     medians = [row[1] for row in rows]
-    lines = [
-        f"| buggy scheduler | invariant | median s | worst s | x baseline | {noun} in counterexample |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
-    ]
-    lines += [
-        f"| {name} | {prop} | {med:.2f} | {worst:.2f} | {med / baseline:.1f} | {size} |"
-        for name, med, worst, prop, size in rows
-    ]
+    if tree:
+        lines = [
+            f"| buggy scheduler | invariant | median s | worst s | x baseline | {noun} in counterexample "
+            f"| median s at {args.baseline} | {noun} at {args.baseline} |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        lines += [
+            f"| {name} | {prop} | {med:.2f} | {worst:.2f} | {med / baseline:.1f} | {size} | {before:.2f} | {old_size} |"
+            for name, med, worst, prop, size, before, old_size in rows
+        ]
+    else:
+        lines = [
+            f"| buggy scheduler | invariant | median s | worst s | x baseline | {noun} in counterexample |",
+            "| --- | --- | ---: | ---: | ---: | ---: |",
+        ]
+        lines += [
+            f"| {name} | {prop} | {med:.2f} | {worst:.2f} | {med / baseline:.1f} | {size} |"
+            for name, med, worst, prop, size, _, _ in rows
+        ]
     summary = (
         f"{len(rows)} buggy schedulers, {args.runs} runs each (seeds 0..{args.runs - 1}). "
         f"Baseline (`schedcheck --help`, start-up and imports): {baseline:.2f} s. "
@@ -79,6 +121,11 @@ def main() -> int:
         f"worst single run: {max(row[2] for row in rows):.2f} s; "
         f"largest counterexample: {max(row[4] for row in rows)} {noun}."
     )
+    if tree:
+        olds = [row[5] for row in rows]
+        summary += (f" The same runs at {args.baseline}, side by side: median of the medians {statistics.median(olds):.2f} s, "
+                    f"sum of the medians {sum(olds):.1f} s against {sum(medians):.1f} s now; counterexample sizes "
+                    f"{'identical' if all(row[4] == row[6] for row in rows) else 'differ: see the table'}.")
     print(summary)
     if args.write:
         text = pathlib.Path(args.write).read_text() if pathlib.Path(args.write).exists() else ""

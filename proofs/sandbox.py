@@ -17,6 +17,12 @@ Two faces of the same child:
   target and serves many calls over a pipe, each with its own limit; a call that
   kills the child or overruns starts a fresh child on the next call.  It also reports
   whether a call modified its input (a pickle taken before and after the call).
+  ``submit`` / ``collect`` split a call in two, so that the harness works (computes the
+  reference, judges the previous outcome) while the child runs it; the call's limit
+  runs from the submit, and an answer that ended after it (collected late) is
+  ``timed_out``, exactly as if the child had been cut off there.  ``stream`` runs a list
+  of calls so, one in flight at a time: each call still has its own limit and its own
+  outcome, and the calls after one that killed or hung the child run in a fresh child.
 - ``Child`` / ``run_once``: the one-shot runner.  It runs one function in a child
   with a deadline and returns its outcome, with every value the function handed to
   its ``report`` callback before the end (partial results survive a kill).
@@ -64,10 +70,16 @@ inside a call scanned (and copied on write) the whole inherited heap, which on a
 loaded machine took long enough to meet the per-call limit on a correct target.
 Each TargetProcess keeps the calls its current child has answered (``history``), so
 a failure can be replayed on a fresh child after the same calls.
+
+``harness_collector`` is the parent's side of the same concern: the search judges
+inside it (the harness's heap frozen, young objects collected every 50 000
+allocations instead of 700), and every child forked meanwhile is given back the
+collector's usual thresholds before anything else runs in it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import io
 import faulthandler
@@ -99,7 +111,7 @@ OUTPUTS = ("devnull", "capture")
 
 # True in a sandbox child: the children it starts stay in its process group, so that
 # killing that group (which its own parent does, at its deadline or its end) kills them too
-_state = {"nested": False}
+_state = {"nested": False, "collector": None}  # collector: the thresholds harness_collector replaced
 
 
 class HarnessError(RuntimeError):
@@ -126,6 +138,42 @@ class Outcome(NamedTuple):
     args_after: Any = None  # when mutated: the arguments as the call left them (None if they cannot be sent)
 
 
+# --- the harness's own collector ----------------------------------------------------------------
+
+HARNESS_GC_THRESHOLD = 50_000  # young objects between two collections while the harness judges (Python's default: 700)
+
+
+@contextlib.contextmanager
+def harness_collector():
+    """Run the block with the harness's heap frozen (``gc.freeze``) and the young generation
+    collected every ``HARNESS_GC_THRESHOLD`` allocations, then restore the collector as it was.
+
+    The oracle allocates a state per tick; with Python's default threshold the collector ran
+    every 700 of them and took 15 to 20% of the parent's time (measured: docs/performance.md).
+    A child forked meanwhile gets the collector as it was before (``_child_collector``): the
+    target's code runs under the interpreter's usual settings."""
+    if _state["collector"] is not None:  # nested: the outer block has it already
+        yield
+        return
+    saved = gc.get_threshold()
+    _state["collector"] = saved
+    gc.freeze()
+    gc.set_threshold(HARNESS_GC_THRESHOLD, *saved[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*saved)
+        gc.unfreeze()
+        _state["collector"] = None
+
+
+def _child_collector() -> None:
+    """In a fresh child: the collector's thresholds as they were outside ``harness_collector``."""
+    if _state["collector"] is not None:
+        gc.set_threshold(*_state["collector"])
+        _state["collector"] = None
+
+
 # --- the process group, the memory cap, the output -------------------------------------------
 
 
@@ -143,6 +191,7 @@ def _memory_limit(memory_bytes: int | None) -> int | None:
 
 def _enter_child(memory_limit: int | None, output_fd: int | None) -> None:
     """In a fresh child: lead a process group of its own (unless nested), die with its parent, cap memory, redirect output."""
+    _child_collector()
     _die_with_parent()
     if not _state["nested"]:
         try:
@@ -299,18 +348,22 @@ def _dumps(message, known: frozenset) -> bytes:
 
 
 def _answer(function, request, known: frozenset = frozenset()) -> bytes:
-    """One call of the target, as the pickled message that answers it."""
+    """One call of the target, as the pickled message that answers it (ending with when the call
+    ended, on the system-wide monotonic clock, so the parent can tell whether it met its limit)."""
     before = pickle.dumps(request)
     try:
         result = function(*request)
     except BaseException as error:  # the target may raise anything, SystemExit included
+        ended = time.monotonic()
         mutated = _changed(before, request)
-        return pickle.dumps((RAISED, type(error).__name__, _describe(error), mutated, _after(mutated, request)))
+        return pickle.dumps((RAISED, type(error).__name__, _describe(error), mutated, _after(mutated, request), ended))
+    ended = time.monotonic()
     mutated = _changed(before, request)
     try:
-        return _dumps((RETURNED, result, mutated, "", _after(mutated, request)), known)
+        return _dumps((RETURNED, result, mutated, "", _after(mutated, request), ended), known)
     except BaseException as error:  # a result that cannot be pickled: lambdas, generators, cycles of locks
-        return pickle.dumps((RETURNED, None, mutated, f"{type(result).__name__}: {_describe(error)}", _after(mutated, request)))
+        return pickle.dumps((RETURNED, None, mutated, f"{type(result).__name__}: {_describe(error)}",
+                             _after(mutated, request), ended))
 
 
 def _after(mutated: bool, request: tuple):
@@ -329,6 +382,11 @@ def _changed(before: bytes, request) -> bool:
         return pickle.dumps(request) != before
     except BaseException:  # the target put something unpicklable into its input
         return True
+
+
+_END = object()  # the end of a stream of calls
+_DIED = object()  # a submitted call whose child had gone already: collect reports the death
+_RESEND = object()  # a submitted call whose child the harness closed: collect sends it again
 
 
 class TargetProcess:
@@ -354,6 +412,7 @@ class TargetProcess:
         self.calls = 0
         self.signature_problem: str | None = None
         self.history: list = []  # the calls sent to the current child, oldest first
+        self._pending = None  # (args, seconds, limit, deadline, outcome known already) of the call submitted, not collected
         self._process = None
         self._connection = None
 
@@ -384,6 +443,13 @@ class TargetProcess:
 
     def call(self, *args, seconds: float | None = None) -> Outcome:
         """Call the target once with ``args``, within ``seconds`` (default: the process's per-call limit)."""
+        self.submit(*args, seconds=seconds)
+        return self.collect()
+
+    def submit(self, *args, seconds: float | None = None) -> None:
+        """Send one call to the child and return at once; ``collect`` gives its outcome.  The call's
+        limit runs from now, so the harness may do other work (judge, compute the reference) meanwhile."""
+        assert self._pending is None, "TargetProcess.submit: the previous call was not collected"
         if self._process is None:
             self.start()
         self.calls += 1
@@ -392,11 +458,30 @@ class TargetProcess:
         try:
             self._connection.send(args)
         except (BrokenPipeError, ConnectionResetError, EOFError):
-            return self._died()
+            self._pending = (args, seconds, limit, None, _DIED)
+            return
         except BaseException as error:  # the harness handed over a call it cannot pickle
             self.close()
-            return Outcome(HARNESS_ERROR, error=f"the call could not be sent: {type(error).__name__}: {_describe(error)}")
-        if not self._connection.poll(limit):
+            self._pending = (args, seconds, limit, None, Outcome(
+                HARNESS_ERROR, error=f"the call could not be sent: {type(error).__name__}: {_describe(error)}"))
+            return
+        self._pending = (args, seconds, limit, time.monotonic() + limit, None)
+
+    def collect(self) -> Outcome:
+        """The outcome of the call ``submit`` sent: its answer, or ``timed_out`` once its limit
+        (counted from the submit) has passed, or ``died``."""
+        assert self._pending is not None, "TargetProcess.collect: no call was submitted"
+        args, seconds, limit, deadline, ready = self._pending
+        self._pending = None
+        if ready is _RESEND:  # the harness closed the child while the call ran: it runs again, in a fresh child
+            self.calls -= 1
+            self.submit(*args, seconds=seconds)
+            return self.collect()
+        if ready is _DIED:
+            return self._died()
+        if ready is not None:
+            return ready
+        if not self._connection.poll(max(0.0, deadline - time.monotonic())):
             self.close()
             return Outcome(TIMED_OUT, error=f"did not return within {limit:g} s")
         try:
@@ -406,6 +491,10 @@ class TargetProcess:
         except BaseException as error:  # a result pickled in the child but not loadable here
             return Outcome(RETURNED, error=f"{type(error).__name__}: {_describe(error)}")
         kind = message[0]
+        if kind in (RETURNED, RAISED) and message[5] > deadline:
+            # it ended after its limit (the harness collected it late): as if it had been cut off there
+            self.close()
+            return Outcome(TIMED_OUT, error=f"did not return within {limit:g} s")
         if kind == RETURNED:
             return Outcome(RETURNED, result=message[1], mutated=message[2], error=message[3], args_after=message[4])
         if kind == RAISED:
@@ -416,6 +505,28 @@ class TargetProcess:
             return Outcome(HARNESS_ERROR, error=message[1], traceback=message[2])
         return Outcome(HARNESS_ERROR, error=f"the worker sent a message of unknown kind {kind!r}")
 
+    def stream(self, calls, seconds: float | None = None):
+        """Yield ``(call, outcome)`` for each call of ``calls`` in order, the next call already
+        running in the child while the caller handles an outcome (each call is sent alone, with its
+        own limit: one that hangs or kills the child is the one charged, and the calls after it
+        run in a fresh child, exactly as with ``call``)."""
+        calls = iter(calls)
+        current = next(calls, _END)
+        if current is _END:
+            return
+        self.submit(*current, seconds=seconds)
+        try:
+            while current is not _END:
+                outcome = self.collect()
+                following = next(calls, _END)
+                if following is not _END:
+                    self.submit(*following, seconds=seconds)
+                yield current, outcome
+                current = following
+        finally:
+            if self._pending is not None:  # the caller stopped early: the call sent ahead still ends here
+                self.collect()
+
     def _died(self) -> Outcome:
         process = self._process
         process.join(1.0)
@@ -425,6 +536,8 @@ class TargetProcess:
 
     def close(self) -> None:
         """Kill the child's process group (if any); the next call starts a fresh child."""
+        if self._pending is not None and self._pending[4] is None:  # a call in flight: collect runs it again
+            self._pending = self._pending[:4] + (_RESEND,)
         if self._process is not None:
             _kill_group(self._process)
             self._connection.close()
@@ -669,6 +782,7 @@ class InProcessTarget:
         self.call_seconds = None
         self.signature_problem: str | None = None
         self._function = None
+        self._pending = None
 
     def start(self) -> None:
         self._function = load_callable(self.target)
@@ -690,6 +804,16 @@ class InProcessTarget:
                            error_type=type(error).__name__, mutated=mutated, args_after=request if mutated else None)
         mutated = repr(request) != before
         return Outcome(RETURNED, result=result, mutated=mutated, args_after=request if mutated else None)
+
+    def submit(self, *args, seconds: float | None = None) -> None:
+        """Keep the call for ``collect``, which makes it (nothing runs beside the harness here)."""
+        assert self._pending is None, "InProcessTarget.submit: the previous call was not collected"
+        self._pending = args
+
+    def collect(self) -> Outcome:
+        """Make the call ``submit`` kept and return its outcome."""
+        args, self._pending = self._pending, None
+        return self.call(*args)
 
     def close(self) -> None:
         pass

@@ -52,7 +52,7 @@ from hypothesis import strategies as st
 
 from proofs import models
 from proofs.counterexample import Counterexample
-from proofs.sandbox import HarnessError, TargetProcess, run_once
+from proofs.sandbox import HarnessError, TargetProcess, harness_collector, run_once
 from proofs.search.judge import Finding, judge_invalid_call, judge_repeated_call, judge_valid_call
 from proofs.search.database import GuardedDatabase
 
@@ -178,6 +178,10 @@ class Search:
     def run(self, stateful: bool = False, only=None) -> list[Found]:
         """Run every check in order (or only those named in ``only``, from CHECKS);
         return the counterexamples found.  ``self.checks`` then holds one account per check."""
+        with harness_collector():  # the oracle allocates a state per tick: collect young objects less often
+            return self._run(stateful, only)
+
+    def _run(self, stateful: bool, only) -> list[Found]:
         steps = [
             ("replay", self._replay_saved),
             ("validation", self._systematic_validation),
@@ -242,19 +246,32 @@ class Search:
 
     # -- judging one call ------------------------------------------------------------
 
-    def _valid(self, call, seconds: float | None = None, reference: dict | None = None) -> list[Finding]:
+    def _valid(self, call, seconds: float | None = None, reference: dict | None = None, steer: bool = False) -> list[Finding]:
+        """Judge a valid call; with ``steer``, the reference is computed (``model.steer``) while the child runs it."""
         self.calls_tried += 1
         self.bounds.add(call)
-        outcome = self.process.call(*copy.deepcopy(call), seconds=seconds)
+        self.process.submit(*self._sendable(call), seconds=seconds)
+        if steer:
+            try:
+                reference = self.model.steer(call)
+            except BaseException:
+                self.process.collect()  # the call in flight ends before anything else is sent
+                raise
+        outcome = self.process.collect()
         return judge_valid_call(outcome, *call, reference=reference, model=self.model)
 
     def _valid_steered(self, call) -> list[Finding]:
         """Judge a valid call, and point Hypothesis at the corners that hide bugs (the model's ``steer``)."""
-        return self._valid(call, reference=self.model.steer(call))
+        return self._valid(call, steer=True)
+
+    def _sendable(self, call) -> tuple:
+        """The arguments to hand the target: ``call`` itself for a child (it gets a pickled copy, so
+        the harness's objects stay as they are), a deep copy for a target in this process."""
+        return call if isinstance(self.process, TargetProcess) else copy.deepcopy(call)
 
     def _invalid(self, call, rule: str) -> list[Finding]:
         self.calls_tried += 1
-        return judge_invalid_call(self.process.call(*copy.deepcopy(call)), rule)
+        return judge_invalid_call(self.process.call(*self._sendable(call)), rule)
 
     def _repeated(self, call) -> list[Finding]:
         self.calls_tried += 7
@@ -421,7 +438,7 @@ class Search:
             if time.monotonic() > stop:
                 break
             self.calls_tried += 1
-            self.process.call(*copy.deepcopy(earlier), seconds=limit)
+            self.process.call(*self._sendable(earlier), seconds=limit)
             replayed += 1
         first = [f for f in judge_valid_call(self._last_outcome(call, limit), *call, model=self.model)
                  if f.invariant == wanted]
@@ -450,7 +467,7 @@ class Search:
 
     def _last_outcome(self, call, limit: float):
         self.calls_tried += 1
-        return self.process.call(*copy.deepcopy(call), seconds=limit)
+        return self.process.call(*self._sendable(call), seconds=limit)
 
     def _minimize_repeated(self, call, wanted: str):
         def fails(candidate) -> bool:

@@ -26,7 +26,7 @@ import random
 import time
 from typing import Callable
 
-from hypothesis import strategies as st
+from proofs.search.built import built_once, st
 
 from proofs.search.minimize import _smallest_failing, _smallest_failing_coarse
 from proofs.search.strategies import BAD_VALUES, JobDict, JobList
@@ -53,6 +53,7 @@ def peak_tokens(config: dict) -> int:
     return limit
 
 
+@built_once
 @st.composite
 def configs(draw):
     """A valid config: tight and loose budgets, small and large blocks, small and large pools."""
@@ -86,11 +87,13 @@ def _many_requests(seed: int, n: int, limit: int, arrival_base: int, id_base: in
     return requests
 
 
+@built_once
 def valid_calls(max_requests: int = MAX_REQUESTS, many: bool = True):
     """A valid (requests, config), shrinking towards the smallest input: across the whole domain, or under memory pressure."""
     return st.one_of(_any_calls(max_requests, many), _pressure_calls(max_requests), _budget_calls(max_requests))
 
 
+@built_once
 @st.composite
 def _budget_calls(draw, max_requests: int):
     """Several requests at once whose prompts are near the token budget, in a pool that holds them all:
@@ -112,6 +115,7 @@ def _budget_calls(draw, max_requests: int):
     return requests, config
 
 
+@built_once
 @st.composite
 def _pressure_calls(draw, max_requests: int):
     """Several requests at once with short prompts and long outputs in a pool that holds only some of them:
@@ -142,6 +146,7 @@ def _pressure_calls(draw, max_requests: int):
     return requests, config
 
 
+@built_once
 @st.composite
 def _any_calls(draw, max_requests: int = MAX_REQUESTS, many: bool = True):
     """A valid (requests, config) anywhere in the domain."""
@@ -278,6 +283,7 @@ def bad_calls() -> list[tuple[str, tuple]]:
     return calls
 
 
+@built_once
 @st.composite
 def corrupted_calls(draw):
     """A valid call with one or two things broken, anywhere in it."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import random
 
-from hypothesis import strategies as st
+from proofs.search.built import built_once, st
 
 MAX_JOBS = 30
 WORK_CAP = 3000  # total tokens per call: keeps one call within milliseconds
@@ -99,6 +99,7 @@ def busy_ticks(n: int) -> int:
     return max(10, min(LARGE_BUSY_TICKS, LARGE_JOB_TICKS // n))
 
 
+@built_once
 @st.composite
 def large_calls(draw):
     """A valid call of 33 to 2000 cheap jobs, built from a few drawn numbers (the deterministic minimiser shrinks it)."""
@@ -120,6 +121,7 @@ def large_calls(draw):
     return jobs, slots, draw(st.booleans())
 
 
+@built_once
 @st.composite
 def small_calls(draw, max_jobs: int = MAX_JOBS, work_cap: int = WORK_CAP):
     """A valid call of at most ``max_jobs`` jobs, arrivals and ids in every shape."""
@@ -142,6 +144,7 @@ def small_calls(draw, max_jobs: int = MAX_JOBS, work_cap: int = WORK_CAP):
     return jobs, slots, draw(st.booleans())
 
 
+@built_once
 @st.composite
 def valid_calls(draw, max_jobs: int = MAX_JOBS, work_cap: int = WORK_CAP, large: bool | None = None):
     """A valid (jobs, slots, continuous), shrinking towards the smallest input; large ones only when ``large`` (default: with the default ``max_jobs``)."""
@@ -302,6 +305,7 @@ def bad_calls() -> list[tuple[str, tuple]]:
     return calls
 
 
+@built_once
 @st.composite
 def corrupted_calls(draw):
     """A valid call with one or two things broken, anywhere in it."""

@@ -1,0 +1,327 @@
+"""Search throughput: valid calls per second judged by the full oracle, isolated in a child vs in-process.
+
+Every mode makes the same calls, on the same generated inputs (drawn once by the
+search's own strategies, derandomised: the chapter's small calls of 0 to 30 jobs,
+the serving model's calls of up to 30 requests), and judges each one completely:
+the target's result through the model's oracle (``spec.check`` or
+``spec.serving.check``: every invariant, and the comparison with the reference run,
+computed per call), plus the input-unchanged check.
+
+- ``in-process``: the target called in this process (a pickle of the input before and
+  after the call for input_unchanged, no deep copy: the cheapest honest loop);
+- ``isolated (old path)``: what the search did per call at 70a90c8: a deep copy of the
+  call, the reference, then ``TargetProcess.call`` and ``judge_valid_call``;
+- ``isolated (overlap)``: what the search does now: the call submitted to the child,
+  the reference computed while the child runs it, then the outcome collected and
+  judged (``TargetProcess.submit`` / ``collect``);
+- ``isolated (stream)``: a known list of calls (``TargetProcess.stream``): each outcome
+  judged while the child already runs the next call.
+
+Each mode runs ``--runs`` times, interleaved, and the median is reported; the ratio
+isolated / in-process is the time per call.  ``--old`` measures only the old path, so that the
+same script can be run on an older tree (``PYTHONPATH=<old tree>``) for the
+before/after figure.
+
+    python benchmarks/bench_throughput.py [--model chapter|serving] [--calls 1000] [--runs 3]
+        [--baseline 70a90c8 [--search-examples 300 | --verify-examples 300]] [--old]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import pathlib
+import pickle
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from hypothesis import HealthCheck, Phase, given, settings
+
+from proofs import models
+from proofs.sandbox import TargetProcess
+from proofs.search.judge import judge_valid_call
+from proofs.targets import load_callable, parse_target
+
+MAX_JOBS = 30
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def drawn_calls(model, count: int) -> list:
+    """``count`` valid calls of at most MAX_JOBS jobs (requests), drawn by the search's strategies, derandomised."""
+    if model.name == "chapter":
+        from proofs.search import strategies
+
+        strategy = strategies.valid_calls(max_jobs=MAX_JOBS, large=False)
+    else:
+        strategy = model.valid_calls(max_jobs=MAX_JOBS)
+    calls: list = []
+
+    @settings(max_examples=count, database=None, derandomize=True, phases=[Phase.generate], deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def collect(call):
+        calls.append(call)
+
+    collect()
+    assert calls, "the strategy drew no calls"
+    return [calls[i % len(calls)] for i in range(count)]
+
+
+def in_process(model, function, calls) -> float:
+    started = time.perf_counter()
+    for call in calls:
+        before = pickle.dumps(call)
+        result = function(*call)
+        assert pickle.dumps(call) == before, f"the target modified its input: {call!r}"
+        found = model.check(call, result, model.reference(call))
+        assert not found, f"in-process: {found[0]}"
+    return time.perf_counter() - started
+
+
+def isolated_old(model, process, calls) -> float:
+    started = time.perf_counter()
+    for call in calls:
+        reference = model.reference(call)
+        outcome = process.call(*copy.deepcopy(call))
+        found = judge_valid_call(outcome, *call, reference=reference, model=model)
+        assert not found, f"isolated: {found[0]}"
+    return time.perf_counter() - started
+
+
+def isolated_overlap(model, process, calls) -> float:
+    started = time.perf_counter()
+    for call in calls:
+        process.submit(*call)
+        reference = model.reference(call)
+        found = judge_valid_call(process.collect(), *call, reference=reference, model=model)
+        assert not found, f"isolated: {found[0]}"
+    return time.perf_counter() - started
+
+
+def isolated_stream(model, process, calls) -> float:
+    started = time.perf_counter()
+    for call, outcome in process.stream(calls):
+        found = judge_valid_call(outcome, *call, reference=model.reference(call), model=model)
+        assert not found, f"isolated: {found[0]}"
+    return time.perf_counter() - started
+
+
+def child_cpu(process) -> float:
+    """The CPU seconds the worker's current child has used (Linux: /proc), 0 when there is none."""
+    child = getattr(process, "_process", None)
+    if child is None:
+        return 0.0
+    try:
+        with open(f"/proc/{child.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(run) -> tuple[float, float, float]:
+    """(wall, this process's CPU, the child's CPU) seconds of ``run(process)``, with the process made ready first."""
+
+    def go(process=None):
+        cpu, child = time.process_time(), child_cpu(process)
+        wall = run(process) if process is not None else run()
+        return wall, time.process_time() - cpu, child_cpu(process) - child
+
+    return go
+
+
+def old_tree(commit: str, scratch: str) -> str:
+    """The tree of ``commit`` unpacked under ``scratch`` (git archive: no worktree, no checkout)."""
+    path = pathlib.Path(scratch) / commit
+    path.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(path)], input=archive, check=True)
+    return str(path)
+
+
+def baseline_seconds(tree: str, model: str, count: int) -> tuple[float, float, float]:
+    """One run of the old path, in a fresh process on ``tree``'s code (this script, ``--old``)."""
+    command = [sys.executable, __file__, "--old", "--model", model, "--calls", str(count), "--runs", "1"]
+    done = subprocess.run(command, env=dict(os.environ, PYTHONPATH=tree), capture_output=True, text=True, check=True)
+    return tuple(float(x) for x in done.stdout.split("OLD-SECONDS ")[1].split()[:3])
+
+
+SEARCH = """
+import os, sys, time
+from proofs import models
+from proofs.sandbox import TargetProcess
+from proofs.search.engine import Search
+from proofs.targets import parse_target
+model, examples = models.get(sys.argv[1]), int(sys.argv[2])
+def child_cpu(process):
+    fields = open(f"/proc/{process._process.pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+with TargetProcess(parse_target(model.default_target), shape=model.shape) as process:
+    process.start()
+    search = Search(process, time.monotonic() + 3600, model=model, seed=0, examples={"conformance": examples})
+    cpu, wall, child = time.process_time(), time.perf_counter(), child_cpu(process)
+    search.run(only=("conformance",))
+    calls = search.calls_tried
+    print("SEARCH", calls, time.perf_counter() - wall, time.process_time() - cpu, child_cpu(process) - child)
+"""
+
+
+def search_rates(tree: str, model: str, examples: int) -> tuple[float, float, float]:
+    """The conformance check alone (seed 0, our impl) on ``tree``'s code: (wall, harness CPU, child CPU) ms per call."""
+    done = subprocess.run([sys.executable, "-c", SEARCH, model, str(examples)], env=dict(os.environ, PYTHONPATH=tree),
+                          capture_output=True, text=True, check=True, cwd=tempfile.gettempdir())
+    calls, wall, cpu, child = (float(x) for x in done.stdout.split("SEARCH ")[1].split()[:4])
+    return 1e3 * wall / calls, 1e3 * cpu / calls, 1e3 * child / calls
+
+
+def search_table(model: str, examples: int, runs: int, commit: str, tree: str) -> None:
+    """The conformance search, old tree and this one interleaved, ``runs`` times each."""
+    rows = {commit: [], "this tree": []}
+    for _ in range(runs):
+        rows[commit].append(search_rates(tree, model, examples))
+        rows["this tree"].append(search_rates(str(ROOT), model, examples))
+    print(f"conformance search, --model {model}, {examples} examples, seed 0, median of {runs} "
+          f"(ms per call: wall, harness CPU, child CPU):")
+    medians = {name: [statistics.median(v[i] for v in values) for i in range(3)] for name, values in rows.items()}
+    for name, (wall, cpu, child) in medians.items():
+        print(f"  {name:12} wall {wall:7.2f}  harness CPU {cpu:6.2f}  child CPU {child:5.2f}  "
+              f"-> {1e3 / cpu:5.0f} calls per harness CPU second")
+    print(f"  harness CPU per call: {medians[commit][1] / medians['this tree'][1]:.2f}x less on this tree")
+
+
+def verify_rates(tree: str, model: str, examples: int, seed: int) -> tuple[float, float]:
+    """One ``schedcheck verify --examples N --db none`` of our impl on ``tree``'s code: (calls/s of the
+    whole run, calls/s of its conformance check), from its --json report."""
+    with tempfile.TemporaryDirectory() as scratch:
+        report = pathlib.Path(scratch) / "report.json"
+        command = [sys.executable, "-m", "proofs.cli.main", "verify", "--model", model, "--examples", str(examples),
+                   "--db", "none", "--seed", str(seed), "--budget", "3600", "--save-dir", scratch, "--json", str(report)]
+        subprocess.run(command, env=dict(os.environ, PYTHONPATH=tree), capture_output=True, check=False, cwd=scratch)
+        data = json.loads(report.read_text())
+    calls = [c for c in data["checks"] if c["unit"] == "calls"]
+    conformance = next(c for c in data["checks"] if c["check"] == "conformance")
+    return (sum(c["tried"] for c in calls) / sum(c["seconds"] for c in calls),
+            conformance["tried"] / conformance["seconds"])
+
+
+def verify_table(model: str, examples: int, runs: int, commit: str, tree: str) -> None:
+    """The whole search, old tree and this one side by side, ``runs`` seeds each."""
+    rows = {commit: [], "this tree": []}
+    for seed in range(runs):
+        rows[commit].append(verify_rates(tree, model, examples, seed))
+        rows["this tree"].append(verify_rates(str(ROOT), model, examples, seed))
+    print(f"schedcheck verify --model {model} --examples {examples} --db none (seeds 0..{runs - 1}, median; "
+          f"calls/s over the checks that count calls, and of conformance alone):")
+    for name, values in rows.items():
+        print(f"  {name:12} {statistics.median(v[0] for v in values):7.1f} calls/s, "
+              f"conformance {statistics.median(v[1] for v in values):7.1f} calls/s")
+
+
+def breakdown(model, function, calls) -> str:
+    """Where one call's time goes in this process: the target, the reference run, the oracle given it, the result's pickle."""
+    from proofs.sandbox import harness_collector
+
+    parts = {"target": [], "reference run": [], "check given the reference": [], "result pickle round trip": []}
+    with harness_collector():
+        for call in calls:
+            started = time.process_time()
+            result = function(*call)
+            ran = time.process_time()
+            reference = model.reference(call)
+            referred = time.process_time()
+            model.check(call, result, reference)
+            checked = time.process_time()
+            pickle.loads(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+            pickled = time.process_time()
+            for name, (a, b) in zip(parts, ((started, ran), (ran, referred), (referred, checked), (checked, pickled))):
+                parts[name].append(b - a)
+    return ", ".join(f"{name} {1e3 * sum(values) / len(values):.3f} ms" for name, values in parts.items())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=models.NAMES, default="chapter")
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--old", action="store_true", help="only the old path (runs on a tree without submit/stream)")
+    parser.add_argument("--verify-examples", type=int, metavar="N",
+                        help="with --baseline: time whole `schedcheck verify --examples N` runs on both trees instead")
+    parser.add_argument("--search-examples", type=int, metavar="N",
+                        help="with --baseline: time the conformance search alone (N examples) on both trees instead")
+    parser.add_argument("--baseline", metavar="COMMIT",
+                        help="also run the old path on COMMIT's tree (git archive), one run interleaved with each of ours")
+    args = parser.parse_args()
+    model = models.get(args.model)
+    if args.search_examples:  # only the conformance search, both trees
+        if not args.baseline:
+            parser.error("--search-examples needs --baseline COMMIT")
+        with tempfile.TemporaryDirectory() as scratch:
+            search_table(model.name, args.search_examples, args.runs, args.baseline, old_tree(args.baseline, scratch))
+        return 0
+    if args.verify_examples:  # only the whole search, both trees
+        if not args.baseline:
+            parser.error("--verify-examples needs --baseline COMMIT")
+        with tempfile.TemporaryDirectory() as scratch:
+            verify_table(model.name, args.verify_examples, args.runs, args.baseline, old_tree(args.baseline, scratch))
+        return 0
+    calls = drawn_calls(model, args.calls)
+    target = parse_target(model.default_target)
+    function = load_callable(target)
+    if args.old:
+        with TargetProcess(target, shape=model.shape) as process:
+            process.start()
+            process.call(*calls[0])
+            values = [measured(lambda p: isolated_old(model, p, calls))(process) for _ in range(args.runs)]
+        print("OLD-SECONDS " + " ".join(str(statistics.median(v[i] for v in values)) for i in range(3)))
+        return 0
+    from proofs.sandbox import harness_collector
+
+    sizes = [model.size(call) for call in calls]
+    print(f"model {model.name}: {len(calls)} calls, {min(sizes)}..{max(sizes)} {model.noun[1]} "
+          f"(mean {statistics.mean(sizes):.1f}), {args.runs} runs each, median of wall-clock times", flush=True)
+    modes = {"in-process": None, "isolated (old path)": isolated_old, "isolated (overlap)": isolated_overlap,
+             "isolated (stream)": isolated_stream}
+    seconds: dict[str, list[float]] = {name: [] for name in modes}
+    baseline = f"isolated at {args.baseline}" if args.baseline else None
+    if baseline:
+        seconds[baseline] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        tree = old_tree(args.baseline, scratch) if args.baseline else None
+        with TargetProcess(target, shape=model.shape) as process:
+            process.start()
+            process.call(*calls[0])  # warm: the child's first call imports what the target imports lazily
+            for _ in range(args.runs):
+                if tree:
+                    seconds[baseline].append(baseline_seconds(tree, model.name, args.calls))
+                # the old path under the old collector settings too
+                seconds["isolated (old path)"].append(measured(lambda p: isolated_old(model, p, calls))(process))
+                with harness_collector():  # what the search runs under now; the in-process loop gets it as well
+                    for name, mode in modes.items():
+                        if name == "isolated (old path)":
+                            continue
+                        if mode is None:
+                            seconds[name].append(measured(lambda: in_process(model, function, calls))())
+                        else:
+                            seconds[name].append(measured(lambda p, mode=mode: mode(model, p, calls))(process))
+    rates = {name: len(calls) / statistics.median(v[0] for v in values) for name, values in seconds.items()}
+    cpu = {name: [1e3 * statistics.median(v[i] for v in values) / len(calls) for i in (1, 2)]
+           for name, values in seconds.items()}
+    base = rates["in-process"]
+    print(f"{'mode':28} {'calls/s':>8} {'ms/call':>8} {'x in-process':>12} {'CPU ms/call: harness':>21} {'child':>6}")
+    for name, rate in rates.items():
+        ratio = f"{base / rate:.2f}x" if name != "in-process" else "1.00x"
+        print(f"{name:28} {rate:8.0f} {1e3 / rate:8.3f} {ratio:>12} {cpu[name][0]:21.3f} {cpu[name][1]:6.3f}", flush=True)
+    old = rates[baseline] if baseline else rates["isolated (old path)"]
+    print(f"speed-up over {'the tree at ' + args.baseline if baseline else 'the old path'}: "
+          f"overlap {rates['isolated (overlap)'] / old:.2f}x, stream {rates['isolated (stream)'] / old:.2f}x")
+    print(f"CPU time per call in this process: {breakdown(model, function, calls)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
