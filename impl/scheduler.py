@@ -14,10 +14,10 @@ and only writes the trace, one entry per served tick, in O(services).
 
 from __future__ import annotations
 
-import gc
 import heapq
 from typing import Any, NamedTuple
 
+from impl.collector import paused
 from impl.validation import check_continuous, check_job, check_jobs, check_slots
 
 
@@ -124,16 +124,8 @@ def schedule(jobs: Any, slots: Any, continuous: Any) -> dict:
     check_slots(slots)
     check_continuous(continuous)
     rows = check_jobs(jobs)
-    # The result is one container per served tick and per job, and none of them can
-    # form a cycle: the cyclic garbage collector, which would rescan them again and
-    # again while they pile up, is paused while they are built (and resumed after).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with paused():  # one container per served tick and per job, none in a cycle (impl/collector.py)
         return _run(rows, slots, continuous)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _run(rows: list[tuple[int, int, int]], slots: int, continuous: bool) -> dict:
