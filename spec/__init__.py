@@ -17,7 +17,7 @@ from spec.domain import Job, fifo_key, is_valid, validate
 from spec.invariants import BY_NAME, INVARIANTS, NAMES, STATE_INVARIANTS, Invariant, broken_state_invariants
 from spec.observation import Violation
 from spec.oracle import check
-from spec.state import Completion, Running, State, initial, is_terminal, remaining_work, run, step, submit
+from spec.state import Completion, Running, State, initial, is_terminal, remaining_work, run, run_by_steps, step, submit
 
 __all__ = [
     "BY_NAME",
@@ -38,6 +38,7 @@ __all__ = [
     "is_valid",
     "remaining_work",
     "run",
+    "run_by_steps",
     "step",
     "submit",
     "validate",

@@ -1,8 +1,10 @@
-"""Reading any implementation's result: the ``well_typed`` check and the per-job service ledger.
+"""Reading any implementation's result: the ``well_typed`` check.
 
 ``observe`` never raises on a malformed result: whatever the result is, it returns
 either an Observation (the result has the contract's shape) or the ``well_typed``
-Violation that says what is wrong with it.  It runs in time linear in the result.
+Violation that says what is wrong with it.  It runs in time linear in the result, the
+ids of a trace entry type-checked at once (one pass of ``map(type, ...)``); the
+services each job got are the replay's to count (``spec.result_checks``).
 """
 
 from __future__ import annotations
@@ -16,14 +18,6 @@ RESULT_KEYS = ("makespan_ticks", "busy_slots", "utilization", "completed", "trac
 COMPLETED_KEYS = ("id", "arrival", "tokens", "start", "finish", "wait", "turnaround")
 
 
-class Services(NamedTuple):
-    """Which ticks served one job, read off the trace."""
-
-    first: int
-    last: int
-    count: int
-
-
 class Observation(NamedTuple):
     """A well-typed result, with the input it answers and the services it claims."""
 
@@ -32,8 +26,8 @@ class Observation(NamedTuple):
     continuous: bool
     result: dict
     completed: list  # the result's `completed` entries, each a dict with int fields
-    trace: list  # (tick, served ids) pairs, in the result's order
-    services: dict  # id -> Services, for every id the trace serves (even unknown ones)
+    trace: list  # (tick, served ids as a list) pairs, in the result's order
+    findings: dict = {}  # invariant -> its earliest Violation, once the trace is replayed (spec.result_checks)
 
     @property
     def by_id(self) -> dict:
@@ -74,21 +68,16 @@ def observe(jobs: tuple[Job, ...], slots: int, continuous: bool, result: Any) ->
     if not isinstance(trace, (list, tuple)):
         return _type_error("result['trace']", trace, "a list of {'tick', 'served'} dicts")
     ticks = []
-    services: dict[int, Services] = {}
     for index, entry in enumerate(trace):
-        where = f"trace[{index}]"
         if not isinstance(entry, dict) or "tick" not in entry or "served" not in entry:
-            return _type_error(where, entry, "a dict with keys 'tick' and 'served'")
+            return _type_error(f"trace[{index}]", entry, "a dict with keys 'tick' and 'served'")
         tick, served = entry["tick"], entry["served"]
         if type(tick) is not int:
-            return _type_error(f"{where}['tick']", tick, "an int")
-        if not isinstance(served, (list, tuple)) or any(type(i) is not int for i in served):
-            return _type_error(f"{where}['served']", served, "a list of int ids")
-        ticks.append((tick, served))
-        for job_id in served:
-            seen = services.get(job_id)
-            if seen is None:
-                services[job_id] = Services(tick, tick, 1)
-            else:
-                services[job_id] = Services(min(seen.first, tick), max(seen.last, tick), seen.count + 1)
-    return Observation(tuple(jobs), slots, continuous, result, list(completed), ticks, services)
+            return _type_error(f"trace[{index}]['tick']", tick, "an int")
+        if not isinstance(served, (list, tuple)) or (served and not _INT_ONLY.issuperset(map(type, served))):
+            return _type_error(f"trace[{index}]['served']", served, "a list of int ids")
+        ticks.append((tick, served if type(served) is list else list(served)))
+    return Observation(tuple(jobs), slots, continuous, result, list(completed), ticks)
+
+
+_INT_ONLY = frozenset((int,))

@@ -1,18 +1,23 @@
 """The oracle: ``check`` judges any implementation's result for one valid call.
 
-It runs every invariant of the registry that a result can show, in registry order,
-then compares the result with the reference run.  It never raises on a malformed
-result (missing keys, wrong types, nonsense values are Violations of ``well_typed``);
-it raises ValueError only when the call itself is outside the domain.
+It runs every invariant of the registry that a result can show, in registry order
+(one replay of the trace, ``spec.result_checks.Replay``, finds them all: the same
+rules ``schedcheck trace`` applies to a stream), then compares the result with the
+reference run.  It never raises on a malformed result (missing keys, wrong types,
+nonsense values are Violations of ``well_typed``); it raises ValueError only when the
+call itself is outside the domain.  Its cost is linear: O(entries + jobs log jobs)
+steps plus O(services) of list comparison.
 """
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from spec.domain import validate
 from spec.invariants import INVARIANTS
 from spec.observation import Violation, observe
+from spec.result_checks import replay
 from spec.state import run
 
 
@@ -22,12 +27,26 @@ def check(jobs: Any, slots: Any, continuous: Any, result: Any, reference: dict |
     ``reference`` may pass in ``spec.run(jobs, slots, continuous)`` when the caller has it.
     """
     parsed = validate(jobs, slots, continuous)
+    collecting = gc.isenabled()
+    gc.disable()  # the reference is a container per tick, none in a cycle: no collector passes over them
+    try:
+        return _judge(parsed, jobs, slots, continuous, result, reference)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _judge(parsed, jobs, slots, continuous, result, reference) -> list[Violation]:
     try:
         observation = observe(parsed, slots, continuous, result)
     except Exception as error:  # a result object may raise from anything it is asked
         return [Violation("well_typed", f"the result could not be read: {error!r}")]
     if isinstance(observation, Violation):
         return [observation]
+    try:
+        observation = observation._replace(findings=replay(observation))
+    except Exception as error:  # a well-shaped result whose values the replay cannot follow
+        return [Violation("well_typed", f"the result's trace could not be replayed: {error!r}")]
     violations = [
         found
         for invariant in INVARIANTS
