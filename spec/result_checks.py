@@ -33,6 +33,7 @@ comparison.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
 from typing import Callable
@@ -93,6 +94,8 @@ class Replay:
         self.run: dict[int, int] = {}  # the jobs served in the latest entry with tokens left, in its order
         self.run_list: list[int] = []  # list(run)
         self.due: dict[int, list[int]] = {}  # tick -> the jobs of run whose last token it serves
+        self.due_ticks: list[int] = []  # heap of due's ticks (some stale: no longer in due)
+        self.single_until = 0  # replay_trace: entries before this index are replayed one by one
         self.start: dict[int, int] = {}
         self.active: dict[int, None] = {}  # started and unfinished, in admission order
         self.previous: int | None = None
@@ -123,7 +126,12 @@ class Replay:
         """``job_id``, served at ``tick`` (counted in count[]), has tokens left: it continues from here."""
         self.count[job_id] -= 1
         self.run[job_id] = tick
-        self.due.setdefault(tick + self.job[job_id].tokens - self.count[job_id] - 1, []).append(job_id)
+        due = tick + self.job[job_id].tokens - self.count[job_id] - 1
+        if due in self.due:
+            self.due[due].append(job_id)
+        else:
+            self.due[due] = [job_id]
+            heapq.heappush(self.due_ticks, due)
 
     def _finish(self, job_id: int, tick: int) -> None:
         self.active.pop(job_id, None)
@@ -195,6 +203,60 @@ class Replay:
             return
         self._any_entry(tick, served)
 
+    def replay_trace(self, ticks: list, served: list) -> None:
+        """Replay a whole trace (``ticks[i]`` serves ``served[i]``): ``tick`` on each entry, a plain stretch at a time.
+
+        A plain stretch is entries that each continue the one before with no job
+        starting or finishing: the next ticks, each serving exactly ``run``, up to the
+        next tick at which a job of run is served its last token.  ``tick`` would judge
+        each by ``_continues`` with no newcomer and no job ending, which checks only
+        slot_bound, termination and, continuous, a free slot while the FIFO head has
+        arrived; over the stretch those are monotone in the tick (run and the head do
+        not change), so ``_plain_stretch`` judges the stretch at once, its entries
+        compared by two list comparisons."""
+        index, length = 0, len(ticks)
+        continues, any_entry = self._continues, self._any_entry
+        while index < length:
+            if index >= self.single_until and self.run_list:
+                taken = self._plain_stretch(ticks, served, index)
+                if taken:
+                    index += taken
+                    continue
+            if not continues(ticks[index], served[index]):
+                any_entry(ticks[index], served[index])
+            index += 1
+
+    def _plain_stretch(self, ticks: list, served: list, index: int) -> int:
+        """Judge the plain stretch at ``index`` and return its length, or return 0 and change nothing."""
+        run_list, previous = self.run_list, self.previous
+        if not run_list or (self.policy and len(self.active) != len(run_list) and "no_preemption" not in self.found):
+            return 0
+        due_ticks = self.due_ticks
+        while due_ticks[0] not in self.due:
+            heapq.heappop(due_ticks)
+        first = previous + 1
+        end = min(len(ticks), index + due_ticks[0] - first)  # the entries before the next due tick
+        count = end - index
+        if count < 4:
+            self.single_until = end  # too short to be worth a comparison: one by one
+            return 0
+        if ticks[index:end] != list(range(first, first + count)) or served[index:end] != [run_list] * count:
+            self.single_until = end  # not plain: one by one up to the due tick (so no stretch is compared twice)
+            return 0
+        last = first + count - 1
+        size = len(run_list)
+        if size > self.slots:
+            self._bounds(first, run_list)
+        if last >= self.bound:
+            self._bounds(max(first, self.bound), run_list)
+        if self.policy and self.continuous and size < self.slots:
+            head = self._waiting_head()
+            if head is not None and head.arrival <= last:
+                self._policy_after(max(first, head.arrival), run_list, (), set())
+        self.busy += size * count
+        self.previous = last
+        return count
+
     def _continues(self, tick: int, served: list) -> bool:
         """Judge an entry that continues the latest one and return True, or return False and change nothing.
 
@@ -210,40 +272,62 @@ class Replay:
         previous = self.previous
         run_list = self.run_list
         width = len(run_list)
-        if previous is None or tick != previous + 1 or not served or served[:width] != run_list:
+        size = len(served)
+        if previous is None or tick != previous + 1 or size == 0:
             return False
-        if self.policy and len(self.active) != width and "no_preemption" not in self.found:
-            return False  # a started job that is not in run has not been reported yet (an entry out of order)
-        newcomers = served[width:]
-        if newcomers:
+        if size == width:
+            if served != run_list:
+                return False
+            newcomers = ()
+        else:
+            if size < width or served[:width] != run_list:
+                return False
+            newcomers = served[width:]
             if len(set(newcomers)) != len(newcomers):
                 return False
             for job_id in newcomers:
                 if job_id not in self.job or job_id in self.start:
                     return False
+        if self.policy and len(self.active) != width and "no_preemption" not in self.found:
+            return False  # a started job that is not in run has not been reported yet (an entry out of order)
         self.previous = tick
-        self._bounds(tick, served)
-        for job_id in newcomers:
-            self._starts(tick, job_id)
-            self.count[job_id] = 1
-            self._join_run(tick, job_id)
-        if self.policy:
-            if newcomers and "fifo_order" not in self.found:
-                edge = served[width - 1:] if width else newcomers
-                keys = [fifo_key(self.job[i]) for i in edge]
-                if keys != sorted(keys):
-                    self._order(tick, served, served)
-            starts = set()
-            if width:
-                starts.add(self.start[run_list[0]])
-            if newcomers:
-                starts.add(tick)
-            self._policy_after(tick, served, newcomers, starts)
-        self.busy += len(served)
-        ending = self.due.pop(tick, ())
-        for job_id in ending:
-            self._leave_run(job_id)
-            self._finish(job_id, tick)
+        if size > self.slots or tick >= self.bound:
+            self._bounds(tick, served)
+        if newcomers:
+            job_of, start, active, count, run, due = self.job, self.start, self.active, self.count, self.run, self.due
+            for job_id in newcomers:  # _starts, then _join_run with one service counted
+                job = job_of[job_id]
+                start[job_id] = tick
+                active[job_id] = None
+                if tick < job.arrival:
+                    self._starts(tick, job_id)  # reports no_start_before_arrival
+                count[job_id] = 0
+                run[job_id] = tick
+                last = tick + job.tokens - 1
+                if last in due:
+                    due[last].append(job_id)
+                else:
+                    due[last] = [job_id]
+                    heapq.heappush(self.due_ticks, last)
+            if self.policy:
+                if "fifo_order" not in self.found:
+                    edge = served[width - 1:] if width else newcomers
+                    keys = [fifo_key(self.job[i]) for i in edge]
+                    if keys != sorted(keys):
+                        self._order(tick, served, served)
+                starts = {tick, self.start[run_list[0]]} if width else {tick}
+                self._policy_after(tick, served, newcomers, starts)
+        elif self.policy and self.continuous and size < self.slots:
+            self._policy_after(tick, served, (), set())  # (static: no job starts, one batch: nothing to judge)
+        self.busy += size
+        ending = self.due.pop(tick, None)
+        if ending:
+            count, last, run, active = self.count, self.last, self.run, self.active
+            for job_id in ending:  # _leave_run, then _finish
+                count[job_id] += tick - run.pop(job_id) + 1
+                last[job_id] = tick
+                active.pop(job_id, None)
+            self.finish_max = max(self.finish_max, tick + 1)
         if newcomers or ending:
             self.run_list = list(self.run)
         return True
@@ -253,6 +337,7 @@ class Replay:
         for job_id in list(self.run):
             self._leave_run(job_id)
         self.due.clear()
+        self.due_ticks.clear()
         previous = self.previous
         if previous is not None and tick <= previous:
             self.report("metrics_consistent", f"trace tick {tick} follows tick {previous}: ticks must ascend", tick=tick)
@@ -346,6 +431,7 @@ class Replay:
         for job_id in list(self.run):
             self._leave_run(job_id)
         self.due.clear()
+        self.due_ticks.clear()
         self.run_list = []
         for job_id in self.order:
             job = self.job[job_id]
@@ -433,7 +519,6 @@ class Replay:
 def replay(obs: Observation) -> dict[str, Violation]:
     """Replay the result's trace once and return each broken invariant's earliest Violation."""
     state = Replay(obs.jobs, obs.slots, obs.continuous)
-    for tick, served in obs.trace:
-        state.tick(tick, served)
+    state.replay_trace(obs.ticks, obs.served)
     state.close(obs.completed, obs.result)
     return state.found
