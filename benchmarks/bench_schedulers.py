@@ -9,7 +9,8 @@ modes.  Serving model: the peak workload of benchmarks/bench_serve.py (10^5 requ
 arriving 50% faster than served, 5% aborted); impl.serve against
 benchmarks/baselines/serving_loop.py.  Each pair runs alternately in this one
 process, median of ``--runs``; the script asserts that each pair's results are equal
-and prints the ratio loop / impl.
+and prints the ratio loop / impl, of wall-clock time and of this process's CPU time
+(``time.process_time``, which a shared machine disturbs less).
 """
 
 from __future__ import annotations
@@ -37,29 +38,32 @@ def chapter_jobs(count: int, seed: int = 0) -> list[dict]:
 
 
 def side_by_side(pair: dict, args: tuple, runs: int) -> dict:
-    """Each function of ``pair`` once for its result, then ``runs`` timed runs, alternating: (median seconds, result).
+    """Each function of ``pair`` once for its result, then ``runs`` timed runs, alternating.
 
+    Returns {name: (median wall seconds, median CPU seconds of this process, result)}.
     A timed run's result is dropped at once and the heap collected before the next, so
     that no run pays the garbage collector for another's result."""
     results = {name: function(*args) for name, function in pair.items()}
-    seconds = {name: [] for name in pair}
+    wall = {name: [] for name in pair}
+    cpu = {name: [] for name in pair}
     for _ in range(runs):
         for name, function in pair.items():
             gc.collect()
-            started = time.perf_counter()
+            started, used = time.perf_counter(), time.process_time()
             function(*args)
-            seconds[name].append(time.perf_counter() - started)
-    return {name: (statistics.median(seconds[name]), results[name]) for name in pair}
+            wall[name].append(time.perf_counter() - started)
+            cpu[name].append(time.process_time() - used)
+    return {name: (statistics.median(wall[name]), statistics.median(cpu[name]), results[name]) for name in pair}
 
 
 def report(title: str, timings: dict, baseline: str, ours: str, work: str) -> bool:
     print(title)
     print(f"  {work}")
-    for name, (seconds, _) in timings.items():
-        print(f"  {name:<28} {seconds:8.3f} s")
-    ratio = timings[baseline][0] / timings[ours][0]
-    same = timings[baseline][1] == timings[ours][1]
-    print(f"  ratio {baseline} / {ours}: {ratio:.2f}x   results equal: {'yes' if same else 'NO'}")
+    for name, (wall, cpu, _) in timings.items():
+        print(f"  {name:<24} wall {wall:8.3f} s   cpu {cpu:8.3f} s")
+    same = timings[baseline][2] == timings[ours][2]
+    print(f"  ratio {baseline} / {ours}: wall {timings[baseline][0] / timings[ours][0]:.2f}x, "
+          f"cpu {timings[baseline][1] / timings[ours][1]:.2f}x   results equal: {'yes' if same else 'NO'}")
     return same
 
 
@@ -82,7 +86,7 @@ def main() -> int:
         for continuous in (True, False):
             timings = side_by_side({"chapter_loop.schedule": chapter_loop.schedule, "impl.schedule": impl.schedule},
                                    (jobs, SLOTS, continuous), args.runs)
-            result = timings["impl.schedule"][1]
+            result = timings["impl.schedule"][2]
             work = (f"{len(jobs)} jobs, {SLOTS} slots, continuous={continuous}: {result['busy_slots']} services, "
                     f"{len(result['trace'])} ticks")
             ok &= report(f"chapter model, continuous={continuous}", timings, "chapter_loop.schedule", "impl.schedule", work)
@@ -90,7 +94,7 @@ def main() -> int:
         requests = workload(args.requests, 0)
         timings = side_by_side({"serving_loop.serve": serving_loop.serve, "impl.serve": impl.serve},
                                (requests, CONFIG), args.runs)
-        result = timings["impl.serve"][1]
+        result = timings["impl.serve"][2]
         services = sum(len(entry["scheduled"]) for entry in result["trace"])
         work = (f"{len(requests)} requests, config {CONFIG}: {services} services, {len(result['trace'])} ticks, "
                 f"{result['preemptions']} preemptions")
