@@ -19,7 +19,8 @@ size of the queue or of the pool:
   been handed out once, so a pool of 2**40 blocks costs nothing;
 - an idle engine jumps to the next arrival in O(1).
 
-``serve(requests, config)`` validates everything, then drives a ServingScheduler to the end.
+``serve(requests, config)`` validates everything, then drives a ServingScheduler to the end
+(with the cyclic garbage collector paused while the result is built: impl/collector.py).
 """
 
 from __future__ import annotations

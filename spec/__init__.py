@@ -1,9 +1,11 @@
 """The executable specification of a FIFO batch scheduler: what a correct schedule is.
 
 - ``spec.domain``: the valid inputs (``validate``, ``is_valid``);
-- ``spec.state``: the frozen ``State``, the pure one-tick ``step`` and the reference ``run``;
+- ``spec.state``: the frozen ``State``, the pure one-tick ``step`` and the reference ``run``
+  (``run_by_steps`` by definition; ``run`` the same, a stretch of steps at a time);
 - ``spec.invariants``: the registry ``INVARIANTS`` that every engine iterates;
 - ``spec.metrics``: how wait, turnaround, makespan and utilization are defined;
+- ``spec.result_checks``: the incremental ``Replay`` of a trace, every result check's rules;
 - ``spec.oracle``: ``check``, which judges any implementation's result.
 
 The serving model (prefill, token budget, KV blocks, preemption, aborts) is the
