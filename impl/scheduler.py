@@ -6,8 +6,10 @@ Waiting requests sit in a heap keyed by (arrival, id), so a tick costs
 O(active + admitted * log waiting) and never rescans the queue; an idle engine
 jumps straight to the next arrival, so huge arrival ticks cost nothing.
 
-``schedule(jobs, slots, continuous)`` validates a whole batch of requests and drives
-a Scheduler to the end.
+``schedule(jobs, slots, continuous)`` validates a whole batch of requests and runs it
+event by event: the set of active jobs changes only when one finishes or one is
+admitted, so it jumps from one such tick to the next (O(jobs log jobs) scheduling)
+and only writes the trace, one entry per served tick, in O(services).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import heapq
 from typing import Any, NamedTuple
 
+from impl.collector import paused
 from impl.validation import check_continuous, check_job, check_jobs, check_slots
 
 
@@ -116,36 +119,66 @@ class Scheduler:
         )
 
 
-def _record(job: Finished) -> dict:
-    return {
-        "id": job.id,
-        "arrival": job.arrival,
-        "tokens": job.tokens,
-        "start": job.start,
-        "finish": job.finish,
-        "wait": job.start - job.arrival,
-        "turnaround": job.finish - job.arrival,
-    }
-
-
 def schedule(jobs: Any, slots: Any, continuous: Any) -> dict:
     """Run every job to completion under static (False) or continuous (True) FIFO batching."""
     check_slots(slots)
     check_continuous(continuous)
     rows = check_jobs(jobs)
-    engine = Scheduler(slots, continuous)
-    for job_id, arrival, tokens in rows:
-        engine.submit({"id": job_id, "arrival": arrival, "tokens": tokens})
+    with paused():  # one container per served tick and per job, none in a cycle (impl/collector.py)
+        return _run(rows, slots, continuous)
+
+
+def _run(rows: list[tuple[int, int, int]], slots: int, continuous: bool) -> dict:
+    """The result of a valid call, event by event (see the module docstring)."""
+    queue = sorted(rows, key=lambda row: (row[1], row[0]))  # (id, arrival, tokens) in FIFO order
+    count = len(queue)
+    head = 0  # queue[head:] have not been admitted
+    active: dict[int, None] = {}  # the admitted, unfinished ids, in admission order
+    leaving: dict[int, list[int]] = {}  # finish tick -> the ids that finish then
+    finishes: list[int] = []  # heap of the ticks in ``leaving``
+    completed = []
     trace = []
-    while not engine.idle:
-        served = engine.step()
-        trace.append({"tick": engine.clock - 1, "served": served})
-    finished = sorted(engine.completed, key=lambda job: job.id)
-    makespan = max((job.finish for job in finished), default=0)
+    busy = 0
+    tick = 0
+    while head < count or active:
+        # jump: an idle engine waits for the next arrival
+        if not active and queue[head][1] > tick:
+            tick = queue[head][1]
+        # admit, in FIFO order: into free slots (continuous) or into an empty batch (static)
+        if continuous or not active:
+            while head < count and len(active) < slots and queue[head][1] <= tick:
+                job_id, arrival, tokens = queue[head]
+                head += 1
+                active[job_id] = None
+                finish = tick + tokens
+                if finish in leaving:
+                    leaving[finish].append(job_id)
+                else:
+                    leaving[finish] = [job_id]
+                    heapq.heappush(finishes, finish)
+                completed.append(
+                    {"id": job_id, "arrival": arrival, "tokens": tokens, "start": tick, "finish": finish,
+                     "wait": tick - arrival, "turnaround": finish - arrival}
+                )
+        # serve: the same jobs every tick until the next finish, or the next admission into a free slot
+        until = finishes[0]
+        if continuous and head < count and len(active) < slots and queue[head][1] < until:
+            until = queue[head][1]
+        served = list(active)
+        trace.append({"tick": tick, "served": served})
+        trace.extend([{"tick": later, "served": served[:]} for later in range(tick + 1, until)])
+        busy += len(served) * (until - tick)
+        tick = until
+        # leave: the jobs whose last token was served in the tick before this one
+        if finishes[0] == tick:
+            for job_id in leaving.pop(heapq.heappop(finishes)):
+                del active[job_id]
+    completed.sort(key=lambda record: record["id"])
+    makespan = max((record["finish"] for record in completed), default=0)
     return {
         "makespan_ticks": makespan,
-        "busy_slots": engine.busy,
-        "utilization": engine.busy / (slots * makespan) if makespan else 0.0,
-        "completed": [_record(job) for job in finished],
+        "busy_slots": busy,
+        "utilization": busy / (slots * makespan) if makespan else 0.0,
+        "completed": completed,
         "trace": trace,
     }

@@ -19,7 +19,8 @@ size of the queue or of the pool:
   been handed out once, so a pool of 2**40 blocks costs nothing;
 - an idle engine jumps to the next arrival in O(1).
 
-``serve(requests, config)`` validates everything, then drives a ServingScheduler to the end.
+``serve(requests, config)`` validates everything, then drives a ServingScheduler to the end
+(with the cyclic garbage collector paused while the result is built: impl/collector.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import heapq
 from collections import deque
 from typing import Any
 
+from impl.collector import paused
 from impl.serving_validation import Config, Row, check_config, check_feasible, check_request_fields, check_requests
 
 WAITING, RUNNING, FINISHED, ABORTED = "waiting", "running", "finished", "aborted"
@@ -315,30 +317,34 @@ class ServingScheduler:
         scheduled: list[tuple[_Request, int]] = []
         preempted: list[int] = []
         allocated: list = []
+        free = self._free
         # contract step 4: the running pass
         state = self._head
         while state is not None and budget:
-            n = min(state.prompt + state.generated - state.computed, budget)
-            extra = -(-(state.computed + n) // block_size) - len(state.blocks)
-            self_preempted = False
-            while extra and self._free_count() < extra:
-                victim = self._tail
-                self._unlink(victim)
-                self._give_back(victim, freed)
-                self._recomputed_tokens += victim.computed
-                victim.computed = 0
-                victim.status = WAITING
-                victim.preemptions += 1
-                self._preemptions += 1
-                self._front.appendleft(victim)
-                self._waiting += 1
-                preempted.append(victim.id)
-                if victim is state:
-                    self_preempted = True
-                    break
-            if self_preempted:
-                break
+            computed = state.computed
+            n = state.prompt + state.generated - computed
+            if n > budget:
+                n = budget
+            extra = -(-(computed + n) // block_size) - len(state.blocks)
             if extra > 0:
+                self_preempted = False
+                while len(free) + config.num_blocks - self._fresh < extra:
+                    victim = self._tail
+                    self._unlink(victim)
+                    self._give_back(victim, freed)
+                    self._recomputed_tokens += victim.computed
+                    victim.computed = 0
+                    victim.status = WAITING
+                    victim.preemptions += 1
+                    self._preemptions += 1
+                    self._front.appendleft(victim)
+                    self._waiting += 1
+                    preempted.append(victim.id)
+                    if victim is state:
+                        self_preempted = True
+                        break
+                if self_preempted:
+                    break
                 taken = self._take(extra)
                 state.blocks.extend(taken)
                 allocated.append([state.id, taken])
@@ -373,12 +379,14 @@ class ServingScheduler:
         # contract step 6: the compute
         finished: list[int] = []
         scheduled_ids = []
+        computed_now = 0
         for state, n in scheduled:
             scheduled_ids.append([state.id, n])
-            state.computed += n
+            computed = state.computed + n
+            state.computed = computed
             state.total += n
-            self._computed_tokens += n
-            if state.computed == state.prompt + state.generated:
+            computed_now += n
+            if computed == state.prompt + state.generated:
                 state.generated += 1
                 if state.first_token is None:
                     state.first_token = tick + 1
@@ -389,6 +397,7 @@ class ServingScheduler:
                     self._unlink(state)
                     self._give_back(state, freed)  # free from tick + 1 on: nothing takes blocks before then
                     finished.append(state.id)
+        self._computed_tokens += computed_now
         if scheduled:
             self._last_work = tick
         entry = _entry(tick, scheduled_ids, preempted, aborted, freed, allocated, finished)
@@ -416,9 +425,10 @@ def serve(requests: Any, config: Any) -> dict:
     """Run every request to its end (finished or aborted) under the serving model's FCFS policy."""
     checked = check_config(config)
     rows = check_requests(requests, checked)
-    engine = ServingScheduler(dict(checked._asdict()))
-    for row in sorted(rows, key=lambda row: (row.arrival, row.id)):
-        engine._enqueue(row)
-    while engine._tick() is not None:
-        pass
-    return engine._result(engine._trace)
+    with paused():  # several containers per tick, none left in a cycle (impl/collector.py)
+        engine = ServingScheduler(dict(checked._asdict()))
+        for row in sorted(rows, key=lambda row: (row.arrival, row.id)):
+            engine._enqueue(row)
+        while engine._tick() is not None:
+            pass
+        return engine._result(engine._trace)

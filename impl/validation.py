@@ -45,11 +45,18 @@ def check_jobs(jobs: Any) -> list[tuple[int, int, int]]:
     if not isinstance(jobs, (list, tuple)):
         raise ValueError(f"jobs={jobs!r}: expected a list or tuple of job dicts")
     rows = []
-    index_of_id: dict[int, int] = {}
+    seen: set[int] = set()
     for index, job in enumerate(jobs):
-        row = check_job(job, f"jobs[{index}]")
-        if row[0] in index_of_id:
-            raise ValueError(f"jobs[{index}].id={row[0]!r}: ids must be unique (also jobs[{index_of_id[row[0]]}].id)")
-        index_of_id[row[0]] = index
-        rows.append(row)
+        # the common case, checked without building a message: a dict of exactly three valid ints
+        if isinstance(job, dict) and len(job) == 3 and "id" in job and "arrival" in job and "tokens" in job:
+            job_id, arrival, tokens = job["id"], job["arrival"], job["tokens"]
+            if type(job_id) is int and type(arrival) is int and type(tokens) is int and arrival >= 0 and tokens >= 1:
+                if job_id in seen:
+                    first = next(i for i, other in enumerate(jobs) if other["id"] == job_id)
+                    raise ValueError(f"jobs[{index}].id={job_id!r}: ids must be unique (also jobs[{first}].id)")
+                seen.add(job_id)
+                rows.append((job_id, arrival, tokens))
+                continue
+        check_job(job, f"jobs[{index}]")  # raises, naming the broken rule
+        raise AssertionError(f"jobs[{index}]={job!r} passed check_job but not the fast check")
     return rows

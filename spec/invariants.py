@@ -13,8 +13,10 @@ preemption and cancellation keeps the safety family unchanged and replaces the
 policy family.
 
 A state predicate reads one State between ticks (``served`` is what the latest
-tick served).  Each state predicate here has a twin in ``spec.result_checks`` that
-checks the same claim over any implementation's result, in time linear in the trace.
+tick served).  Each state predicate here has a twin in ``spec.result_checks``: the
+rule of the incremental ``Replay`` that checks the same claim over any
+implementation's trace, in time linear in the trace (the oracle and ``schedcheck
+trace`` both drive that one Replay).
 """
 
 from __future__ import annotations

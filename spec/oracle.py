@@ -1,19 +1,25 @@
 """The oracle: ``check`` judges any implementation's result for one valid call.
 
-It runs every invariant of the registry that a result can show, in registry order,
-then compares the result with the reference run.  It never raises on a malformed
-result (missing keys, wrong types, nonsense values are Violations of ``well_typed``);
-it raises ValueError only when the call itself is outside the domain.
+It runs every invariant of the registry that a result can show, in registry order
+(one replay of the trace, ``spec.result_checks.Replay``, finds them all: the same
+rules ``schedcheck trace`` applies to a stream), then compares the result with the
+reference run.  It never raises on a malformed result (missing keys, wrong types,
+nonsense values are Violations of ``well_typed``); it raises ValueError only when the
+call itself is outside the domain.  Its cost is linear: O(entries + jobs log jobs)
+steps plus O(services) of list comparison.
 """
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
-from spec.domain import validate
+from spec.domain import fifo_key, validate
 from spec.invariants import INVARIANTS
-from spec.observation import Violation, observe
-from spec.state import run
+from spec.metrics import completion_record, utilization
+from spec.observation import Observation, Violation, observe
+from spec.result_checks import replay
+from spec.state import stretches
 
 
 def check(jobs: Any, slots: Any, continuous: Any, result: Any, reference: dict | None = None) -> list[Violation]:
@@ -22,12 +28,26 @@ def check(jobs: Any, slots: Any, continuous: Any, result: Any, reference: dict |
     ``reference`` may pass in ``spec.run(jobs, slots, continuous)`` when the caller has it.
     """
     parsed = validate(jobs, slots, continuous)
+    collecting = gc.isenabled()
+    gc.disable()  # the reference is a container per tick, none in a cycle: no collector passes over them
+    try:
+        return _judge(parsed, jobs, slots, continuous, result, reference)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _judge(parsed, jobs, slots, continuous, result, reference) -> list[Violation]:
     try:
         observation = observe(parsed, slots, continuous, result)
     except Exception as error:  # a result object may raise from anything it is asked
         return [Violation("well_typed", f"the result could not be read: {error!r}")]
     if isinstance(observation, Violation):
         return [observation]
+    try:
+        observation = observation._replace(findings=replay(observation))
+    except Exception as error:  # a well-shaped result whose values the replay cannot follow
+        return [Violation("well_typed", f"the result's trace could not be replayed: {error!r}")]
     violations = [
         found
         for invariant in INVARIANTS
@@ -35,8 +55,10 @@ def check(jobs: Any, slots: Any, continuous: Any, result: Any, reference: dict |
         for found in [invariant.check_result(observation)]
         if found is not None
     ]
-    expected = run(jobs, slots, continuous) if reference is None else reference
-    difference = first_difference(expected, result)
+    if reference is None:
+        difference = _differs_from_the_run(parsed, slots, continuous, observation)
+    else:
+        difference = first_difference(reference, result)
     if difference is not None:
         violations.append(difference)
     return violations
@@ -46,27 +68,71 @@ def first_difference(expected: dict, actual: dict) -> Violation | None:
     """The ``matches_reference`` Violation at the first tick or job where two well-typed results part."""
     for index, (want, got) in enumerate(zip(expected["trace"], actual["trace"])):
         if want["tick"] != got["tick"] or list(want["served"]) != list(got["served"]):
-            tick = min(want["tick"], got["tick"])
-            return Violation(
-                "matches_reference",
-                f"trace entry {index}: expected tick {want['tick']} serving {list(want['served'])}, "
-                f"got tick {got['tick']} serving {list(got['served'])}",
-                tick=tick,
-                expected=want,
-                actual=got,
-            )
+            return _entry_differs(index, want, got)
     if len(expected["trace"]) != len(actual["trace"]):
         longer = max(expected["trace"], actual["trace"], key=len)
         first_extra = longer[min(len(expected["trace"]), len(actual["trace"]))]
-        return Violation(
-            "matches_reference",
-            f"the trace has {len(actual['trace'])} served ticks, expected {len(expected['trace'])}",
-            tick=first_extra["tick"],
-            expected=len(expected["trace"]),
-            actual=len(actual["trace"]),
-        )
+        return _length_differs(len(expected["trace"]), len(actual["trace"]), first_extra["tick"])
+    return _records_differ(expected, actual)
+
+
+def _differs_from_the_run(parsed, slots: int, continuous: bool, obs: Observation) -> Violation | None:
+    """``first_difference(spec.run(...), result)``, the reference's trace compared as it is made, never built."""
+    ordered = tuple(sorted(parsed, key=fifo_key))
+    done: list = []
+    ticks, served_lists = obs.ticks, obs.served
+    length = len(ticks)
+    index = busy = makespan = 0
+    reference = stretches(ordered, slots, continuous, done)
+    for first, until, served in reference:
+        busy += len(served) * (until - first)
+        makespan = until
+        end = index + until - first
+        if end <= length and ticks[index:end] == list(range(first, until)) and served_lists[index:end] == [served] * (end - index):
+            index = end
+            continue
+        for tick in range(first, until):  # the stretch differs: find the first entry that does
+            if index == length:  # the result's trace ends first: how long is the reference's?
+                expected = index + until - tick + sum(later - start for start, later, _ in reference)
+                return _length_differs(expected, length, tick)
+            if ticks[index] != tick or served_lists[index] != served:
+                return _entry_differs(index, {"tick": tick, "served": list(served)}, obs.result["trace"][index])
+            index += 1
+    if index != length:
+        return _length_differs(index, length, ticks[index])
+    expected = {
+        "makespan_ticks": makespan,
+        "busy_slots": busy,
+        "utilization": utilization(busy, slots, makespan),
+        "completed": [completion_record(d) for d in sorted(done, key=lambda d: d.job.id)],
+    }
+    return _records_differ(expected, obs.result)
+
+
+def _entry_differs(index: int, want: dict, got: dict) -> Violation:
+    return Violation(
+        "matches_reference",
+        f"trace entry {index}: expected tick {want['tick']} serving {list(want['served'])}, "
+        f"got tick {got['tick']} serving {list(got['served'])}",
+        tick=min(want["tick"], got["tick"]),
+        expected=want,
+        actual=got,
+    )
+
+
+def _length_differs(expected: int, actual: int, tick: int) -> Violation:
+    return Violation(
+        "matches_reference",
+        f"the trace has {actual} served ticks, expected {expected}",
+        tick=tick,
+        expected=expected,
+        actual=actual,
+    )
+
+
+def _records_differ(expected: dict, actual: dict) -> Violation | None:
     for want, got in zip(expected["completed"], actual["completed"]):
-        if want != {key: got.get(key) for key in want}:
+        if want != got and want != {key: got.get(key) for key in want}:
             return Violation(
                 "matches_reference",
                 f"job {want['id']}: expected {want}, got {got}",

@@ -74,7 +74,10 @@ def test_base_revision_compares_the_working_tree_impl_with_a_commit(tmp_path):
     same = run()
     assert same.returncode == 0 and same.stdout.startswith("SAME impl:schedule@HEAD and impl:schedule")
     scheduler = repo / "impl" / "scheduler.py"
-    scheduler.write_text(scheduler.read_text().replace("self._waiting[0][0] <= tick", "self._waiting[0][0] < tick or not self._active and self._waiting[0][0] <= tick"))
+    source = scheduler.read_text()
+    late = "queue[head][1] <= tick:"  # schedule's admission (event-driven; the online Scheduler is not what diff calls)
+    assert source.count(late) == 1, "impl.schedule's admission changed: this edit no longer applies"
+    scheduler.write_text(source.replace(late, "(queue[head][1] < tick or not active and queue[head][1] <= tick):"))
     changed = run()
     assert changed.returncode == 1, changed.stdout + changed.stderr
     assert changed.stdout.startswith("DIFF regression")

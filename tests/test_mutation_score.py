@@ -50,7 +50,7 @@ def test_a_fresh_run_meets_the_recorded_score():
 
 MUTANTS = {
     "admits_one_too_many": ("scheduler.py", "len(self._active) < self.slots", "len(self._active) <= self.slots"),
-    "finishes_one_tick_late": ("scheduler.py", "job.start, tick + 1))", "job.start, tick + 2))"),
+    "finishes_one_tick_late": ("scheduler.py", "finish = tick + tokens", "finish = tick + tokens + 1"),  # schedule's
     "accepts_zero_slots": ("validation.py", "slots < 1:", "slots < 0:"),
 }
 

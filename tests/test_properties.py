@@ -34,6 +34,12 @@ def test_every_state_of_every_reference_run_keeps_every_state_invariant(call):
         assert spec.remaining_work(state) < before  # the ranking function decreases
 
 
+@FAST
+@given(valid_calls())
+def test_the_reference_run_is_the_fold_of_step(call):
+    assert spec.run(*call) == spec.run_by_steps(*call)
+
+
 CHAPTER = ChapterModel()
 
 

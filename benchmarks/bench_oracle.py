@@ -1,0 +1,88 @@
+"""Time spec.check against impl.schedule per input size: is the oracle as fast as the simulation, and linear?
+
+    PYTHONPATH=. python benchmarks/bench_oracle.py [--sizes 1000,10000,100000,1000000] [--runs 3] [--no-loop]
+
+For each size n: n jobs of 1..19 tokens (about 10 services each) on 64 slots,
+arriving about as fast as the slots serve them (continuous batching), so n = 10^3..10^6
+gives about 10^4..10^7 services; then the 10^5-job input of bench_schedulers.py
+(1..199 tokens, about 10^7 services).  Per row, alternating in this one process,
+median of ``--runs``: impl.schedule, spec.check of impl's result (every invariant
+and the reference comparison; it must return [], asserted), and the chapter's per-tick
+loop (benchmarks/baselines/chapter_loop.py) unless ``--no-loop``.  Each time is given
+as wall-clock and as CPU time of this process (``time.process_time``), which a shared
+machine disturbs less; the ratio check / schedule is taken on CPU time, and the time
+per service shows whether the check is linear.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import pathlib
+import random
+import statistics
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SLOTS = 64
+
+
+def jobs_for(count: int, most: int, seed: int = 0) -> list[dict]:
+    """``count`` jobs of 1..``most`` tokens, arriving about as fast as ``SLOTS`` slots serve them."""
+    rng = random.Random(seed)
+    jobs, arrival, gap = [], 0.0, 2 * ((most + 1) / 2) / SLOTS
+    for job_id in range(count):
+        jobs.append({"id": job_id, "arrival": int(arrival), "tokens": rng.randint(1, most)})
+        arrival += rng.uniform(0.0, gap)
+    return jobs
+
+
+def timed(function, *args) -> tuple[float, float, object]:
+    gc.collect()
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = function(*args)
+    return time.perf_counter() - wall, time.process_time() - cpu, out
+
+
+def main() -> int:
+    sys.path.insert(0, str(ROOT))
+    import impl
+    import spec
+    from benchmarks.baselines import chapter_loop
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000,100000,1000000")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--no-loop", action="store_true")
+    args = parser.parse_args()
+    rows = [(int(n), 19) for n in args.sizes.split(",")] + [(100_000, 199)]
+    print(f"median of {args.runs} runs, alternating, one process (python {sys.version.split()[0]}); "
+          f"{SLOTS} slots, continuous; times in s, wall / cpu")
+    header = f"{'jobs':>8} {'tokens':>7} {'services':>9} {'schedule':>15} {'check':>15}"
+    header += "" if args.no_loop else f" {'chapter loop':>15}"
+    header += f" {'check/schedule':>14} {'check ns/service':>16}"
+    print(header)
+    for count, most in rows:
+        jobs = jobs_for(count, most)
+        result = impl.schedule(jobs, SLOTS, True)
+        services = result["busy_slots"]
+        times = {"schedule": [], "check": [], "loop": []}
+        for _ in range(args.runs):
+            times["schedule"].append(timed(impl.schedule, jobs, SLOTS, True)[:2])
+            wall, cpu, verdict = timed(spec.check, jobs, SLOTS, True, result)
+            assert verdict == [], verdict
+            times["check"].append((wall, cpu))
+            if not args.no_loop:
+                times["loop"].append(timed(chapter_loop.schedule, jobs, SLOTS, True)[:2])
+        med = {key: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for key, v in times.items() if v}
+        line = f"{count:>8} {'1..' + str(most):>7} {services:>9}"
+        for key in ("schedule", "check") + (() if args.no_loop else ("loop",)):
+            line += f" {med[key][0]:>7.3f}/{med[key][1]:<7.3f}"
+        line += f" {med['check'][1] / med['schedule'][1]:>14.2f} {1e9 * med['check'][1] / services:>16.0f}"
+        print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
