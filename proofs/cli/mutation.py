@@ -156,7 +156,7 @@ def run_mutation_score(args: argparse.Namespace) -> int:
     except ImportError:
         print("schedcheck: error: mutmut is not installed (pip install -e '.[test]')", file=sys.stderr)
         return 2
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
     work = os.path.abspath(args.keep) if args.keep else tempfile.mkdtemp(prefix="schedcheck-mutation-")
     os.makedirs(work, exist_ok=True)
     try:

@@ -4,6 +4,6 @@
   read line by line from a plain or gzip file, and written;
 - ``proofs.trace.check``: the streaming checker (``check_file``), one entry at a time
   through the model's incremental replay (``spec.serving.result_checks.Replay`` or
-  ``spec.stream.Replay``), with the first violation and a timeline window around it;
+  ``spec.result_checks.Replay``), with the first violation and a timeline window around it;
 - ``proofs.trace.record``: a trace recorded from an online target.
 """

@@ -4,7 +4,7 @@ What it establishes: that the recorded run keeps every claim of the model's regi
 that a trace can show (the type, safety and, unless ``policy="none"``, policy
 families, and the trace's own consistency), each replayed by the model's incremental
 replay, the same code that judges a whole result (``spec.serving.result_checks.Replay``
-for the serving model, ``spec.stream.Replay`` for the chapter's).  What it assumes:
+for the serving model, ``spec.result_checks.Replay`` for the chapter's).  What it assumes:
 the header is the run's whole input (every request, with its arrival and abort).
 Bounds: it reads the file once; it keeps the replay's state (per request, and the
 live requests' blocks and queues) and a window of the last ``WINDOW`` entries, never
@@ -146,7 +146,7 @@ class _ChapterStream:
 
     def __init__(self, header: dict, policy: str) -> None:
         import spec
-        from spec.stream import POLICIES, Replay
+        from spec.result_checks import POLICIES, Replay
 
         if policy not in POLICIES:
             raise ValueError(f"--policy {policy!r}: expected one of {', '.join(POLICIES)} for the chapter's model")
