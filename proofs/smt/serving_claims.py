@@ -89,7 +89,7 @@ RULES = {
                         "token_budget can never be re-admitted, and FCFS blocks everyone behind it: the state repeats"),
 }
 RULE_N, RULE_DEPTH = 2, 6
-SPLIT = ("work_conservation",)  # rows proved one conjunct at a time, each a hypothesis of the next
+SPLIT = ("work_conservation", "work_conserving")  # rows proved one conjunct at a time, each a hypothesis of the next
 
 # What each consecution assumes of the pre-state besides the claim itself: the union
 # of Z3's unsat cores at n = 3 and n = 4, written down here and re-proved on every run

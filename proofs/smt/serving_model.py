@@ -41,6 +41,11 @@ at most the tokens, monotone), each proved of ceil for symbolic ``block_size`` b
 the row ``lemma:blocks_for_axioms``; the model test adds its exact definition
 (``blocks_exact``) with ``block_size`` concrete.
 
+The latest entry keeps per request the tokens scheduled, not the order of the
+entry's list: ``running_first`` and ``work_conserving`` are encoded in the set form
+their registry predicates take on entries written running pass first, then waiting
+pass (``enc_running_first``, ``enc_work_conserving`` say what is left out).
+
 Assumptions: requests sorted by (arrival, id) with distinct ids.  Bounds: n fixed
 per encoding (a Python int); values unbounded.
 
@@ -686,7 +691,7 @@ def enc_work_conserving(inp: Inputs, s: Vars) -> z3.BoolRef:
                         z3.And(z3.Not(inp.chunked), kn > left), inp.blk(ask) > free_then)
         terms.append(z3.Implies(is_head, stopped))
     guard = z3.And(s.hl, z3.Not(_any(s.pe[i] for i in range(n))), _any(scheduled(s, i) for i in range(n)))
-    return z3.Implies(guard, _all(terms))
+    return _all(z3.Implies(guard, term) for term in terms)  # a conjunction, so that a proof can take it a part at a time
 
 
 PREDICATES: dict[str, Callable[[Inputs, Vars], z3.BoolRef]] = {
