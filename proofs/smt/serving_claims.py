@@ -67,7 +67,7 @@ REFUTED_BY = {
     "fcfs_admission": "queue_reversed",
     "no_admission_after_preemption": "admit_after_preemption",
     "running_first": "running_no_partial",
-    "work_conserving": "admit_one_per_tick",
+    "work_conserving": "admit_only_the_head",
     "lemma:ranks": "resume_in_fcfs_place",
     "lemma:status_history": "admitted_not_recorded",
     "lemma:latest_tick": "clock_skips",

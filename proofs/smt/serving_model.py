@@ -82,7 +82,7 @@ MUTANTS = {
     "drop_feasible_pool": "the encoding drops the domain rule that a request's peak need fits the pool",
     "drop_feasible_budget": "the encoding drops the rule that without chunking prompt + output - 1 <= token_budget",
     "running_no_partial": "the running pass skips a running request whose need exceeds the budget left (no partial chunk)",
-    "admit_one_per_tick": "the waiting pass admits at most the head of the queue per tick",
+    "admit_only_the_head": "the waiting pass admits at most the head of the queue per tick",
 }
 ENCODING_MUTANTS = ("drop_feasible_pool", "drop_feasible_budget")
 INIT_MUTANTS = ("queue_reversed",)  # change Init, not the step
@@ -398,7 +398,7 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
         kn = known(inp, s, j)
         ready = inp.arr[j] <= tick + (1 if mutant == "admit_before_arrival" else 0)
         seats = (running1 + pos_j <= inp.max_seqs) if mutant == "admit_while_le_seqs" else (running1 + pos_j < inp.max_seqs)
-        if mutant == "admit_one_per_tick":
+        if mutant == "admit_only_the_head":
             seats = z3.And(seats, pos_j == 0)
         ok.append(z3.And(ready, seats, left > 0, z3.Or(inp.chunked, kn <= left), q_adm[j] <= free))
     gate = z3.BoolVal(True) if mutant == "admit_after_preemption" else z3.Not(any_pre)
