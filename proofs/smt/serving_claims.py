@@ -89,6 +89,9 @@ RULES = {
                         "token_budget can never be re-admitted, and FCFS blocks everyone behind it: the state repeats"),
 }
 RULE_N, RULE_DEPTH = 2, 6
+# Rows bounded lower than the rest, for cost: work_conserving at n = 5 takes about 12 s of CPU (the other
+# inductive rows 1 to 4 s) and up to 90 s of wall on the loaded machine, near the per-claim budget.
+CAPPED = {"work_conserving": 4}
 SPLIT = ("work_conservation", "work_conserving")  # rows proved one conjunct at a time, each a hypothesis of the next
 
 # What each consecution assumes of the pre-state besides the claim itself: the union
@@ -604,8 +607,9 @@ def claims(max_requests: int = 8, mutant: str | None = None) -> list[Claim]:
             rows.append(_claim(name, "by construction", "by construction",
                                partial(up_to, partial(prove_by_construction, name, mutant=mutant), n), [TOTAL]))
             continue
-        rows.append(_claim(row_name(name), "inductive", bound,
-                           partial(up_to, partial(prove_inductive, name, mutant=mutant), n),
+        cap = min(n, CAPPED.get(name, n))
+        rows.append(_claim(row_name(name), "inductive", bound if cap == n else f"n <= {cap} (cost)",
+                           partial(up_to, partial(prove_inductive, name, mutant=mutant), cap),
                            [TOTAL, BLOCKS] + [row_name(a) for a in SUPPORT[name]]))
     for inv in STATE_INVARIANTS:
         if inv.name in M.NOT_ENCODED:
