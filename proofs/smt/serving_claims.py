@@ -32,7 +32,8 @@ invariants the encoding does not express (``serving_model.NOT_ENCODED``) are row
 with status ``unknown``, never proved.
 
 Assumptions: the encoding of ``proofs.smt.serving_model`` (tested against
-``spec.serving.step``).  Bounds: n from 1 to ``max_requests``; values unbounded.
+``spec.serving.step``).  Bounds: n from 1 to ``max_requests`` (the rows in
+``CAPPED`` at most their cap, for cost); values unbounded.
 Nothing runs at import time.
 """
 
