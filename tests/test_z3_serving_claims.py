@@ -113,6 +113,20 @@ def test_a_mutant_refutes_its_row_with_a_concrete_run(mutant, row):
     assert result["counterexample"]["call"].startswith("serve(")
 
 
+@pytest.mark.parametrize("row", ["running_first", "work_conserving"])
+def test_the_fcfs_pass_rows_are_proved_at_n2_and_refuted_by_their_mutant(row):
+    proved = run_rows(2, only={row})[row]
+    assert proved["status"] == "proved" and proved["hypotheses"] == "yes", proved
+    mutant = C.REFUTED_BY[row]
+    refuted = run_rows(2, mutant, only={row})[row]
+    assert refuted["status"] == "refuted", refuted
+    cex = refuted["counterexample"]
+    assert cex["breaks"] == row and cex["call"].startswith("serve(") and cex["after_steps"] >= 1, cex
+    import spec.serving as S
+
+    assert S.is_valid(*_call(cex["call"])), "the run is outside the domain"
+
+
 def test_cli_json_shape_and_exit_code(tmp_path, capsys):
     path = tmp_path / "serving.json"
     code = cli.main(["prove", "--model", "serving", "--max-requests", "1", "--claims", "blocks_for",

@@ -159,3 +159,45 @@ def test_the_contradictory_step_has_no_successor():
     from tests import serving_examples as E
 
     assert successors(M.valuation_of_state(S.initial(E.S1_REQUESTS, E.S1_CONFIG)), "contradictory_step") == []
+
+
+# running_first and work_conserving hold on every reachable state, so agreement there cannot tell an encoding
+# that is always true: here the latest entry is broken the two ways those claims forbid, and the encoding must
+# say False exactly where the registry does.
+_TAMPER_CALLS = [
+    ([{"id": 0, "arrival": 0, "prompt": 6, "output": 3}, {"id": 1, "arrival": 1, "prompt": 2, "output": 2},
+      {"id": 2, "arrival": 1, "prompt": 3, "output": 2}],
+     {"max_seqs": 3, "token_budget": 8, "block_size": 2, "num_blocks": 8, "chunked_prefill": True}),
+    ([{"id": 0, "arrival": 0, "prompt": 3, "output": 2}, {"id": 1, "arrival": 0, "prompt": 2, "output": 4},
+      {"id": 2, "arrival": 2, "prompt": 2, "output": 1}],
+     {"max_seqs": 2, "token_budget": 5, "block_size": 1, "num_blocks": 6, "chunked_prefill": False}),
+]
+
+
+def _tampered(state):
+    """Copies of ``state`` whose latest entry drops one scheduled request, or schedules one of them one token fewer."""
+    latest = state.latest
+    if latest is None:
+        return []
+    out = []
+    for k, (rid, amount) in enumerate(latest.scheduled):
+        rest = latest.scheduled[:k] + latest.scheduled[k + 1:]
+        out.append(state._replace(latest=latest._replace(scheduled=rest)))
+        if amount >= 2:
+            fewer = latest.scheduled[:k] + ((rid, amount - 1),) + latest.scheduled[k + 1:]
+            out.append(state._replace(latest=latest._replace(scheduled=fewer)))
+    return out
+
+
+def test_running_first_and_work_conserving_encodings_reject_what_the_registry_rejects():
+    names = ("running_first", "work_conserving")
+    broken = {name: 0 for name in names}
+    for call in _TAMPER_CALLS:
+        for state in reachable(*call):
+            for bad in _tampered(state):
+                truth = encoded_truth(M.valuation_of_state(bad), names)
+                for name in names:
+                    expected = BY_NAME[name].holds(bad)
+                    assert truth[name] == expected, f"{name} disagrees at {bad}"
+                    broken[name] += not expected
+    assert all(broken.values()), f"no tampered state breaks some claim: {broken}"

@@ -32,7 +32,8 @@ invariants the encoding does not express (``serving_model.NOT_ENCODED``) are row
 with status ``unknown``, never proved.
 
 Assumptions: the encoding of ``proofs.smt.serving_model`` (tested against
-``spec.serving.step``).  Bounds: n from 1 to ``max_requests``; values unbounded.
+``spec.serving.step``).  Bounds: n from 1 to ``max_requests`` (the rows in
+``CAPPED`` at most their cap, for cost); values unbounded.
 Nothing runs at import time.
 """
 
@@ -66,6 +67,8 @@ REFUTED_BY = {
     "kv_exact": "allocate_one_less",
     "fcfs_admission": "queue_reversed",
     "no_admission_after_preemption": "admit_after_preemption",
+    "running_first": "running_no_partial",
+    "work_conserving": "admit_only_the_head",
     "lemma:ranks": "resume_in_fcfs_place",
     "lemma:status_history": "admitted_not_recorded",
     "lemma:latest_tick": "clock_skips",
@@ -87,7 +90,10 @@ RULES = {
                         "token_budget can never be re-admitted, and FCFS blocks everyone behind it: the state repeats"),
 }
 RULE_N, RULE_DEPTH = 2, 6
-SPLIT = ("work_conservation",)  # rows proved one conjunct at a time, each a hypothesis of the next
+# Rows bounded lower than the rest, for cost: work_conserving at n = 5 takes about 12 s of CPU (the other
+# inductive rows 1 to 4 s) and up to 90 s of wall on the loaded machine, near the per-claim budget.
+CAPPED = {"work_conserving": 4}
+SPLIT = ("work_conservation", "work_conserving")  # rows proved one conjunct at a time, each a hypothesis of the next
 
 # What each consecution assumes of the pre-state besides the claim itself: the union
 # of Z3's unsat cores at n = 3 and n = 4, written down here and re-proved on every run
@@ -105,6 +111,8 @@ SUPPORT = {
     "kv_exact": ('well_typed', 'nonnegative_remaining', 'every_job_completes_once', 'status_history'),
     "fcfs_admission": ('nonnegative_remaining', 'every_job_completes_once', 'ranks', 'status_history'),
     "no_admission_after_preemption": ('status_history',),
+    "running_first": ('status_history',),
+    "work_conserving": ('nonnegative_remaining', 'ranks', 'status_history'),
     "ranks": ('well_typed', 'no_start_before_arrival', 'nonnegative_remaining', 'every_job_completes_once', 'fcfs_admission', 'status_history'),
     "status_history": ('well_typed', 'nonnegative_remaining', 'every_job_completes_once', 'fcfs_admission'),
     "latest_tick": ('fcfs_admission', 'status_history'),
@@ -600,8 +608,9 @@ def claims(max_requests: int = 8, mutant: str | None = None) -> list[Claim]:
             rows.append(_claim(name, "by construction", "by construction",
                                partial(up_to, partial(prove_by_construction, name, mutant=mutant), n), [TOTAL]))
             continue
-        rows.append(_claim(row_name(name), "inductive", bound,
-                           partial(up_to, partial(prove_inductive, name, mutant=mutant), n),
+        cap = min(n, CAPPED.get(name, n))
+        rows.append(_claim(row_name(name), "inductive", bound if cap == n else f"n <= {cap} (cost)",
+                           partial(up_to, partial(prove_inductive, name, mutant=mutant), cap),
                            [TOTAL, BLOCKS] + [row_name(a) for a in SUPPORT[name]]))
     for inv in STATE_INVARIANTS:
         if inv.name in M.NOT_ENCODED:

@@ -41,6 +41,11 @@ at most the tokens, monotone), each proved of ceil for symbolic ``block_size`` b
 the row ``lemma:blocks_for_axioms``; the model test adds its exact definition
 (``blocks_exact``) with ``block_size`` concrete.
 
+The latest entry keeps per request the tokens scheduled, not the order of the
+entry's list: ``running_first`` and ``work_conserving`` are encoded in the set form
+their registry predicates take on entries written running pass first, then waiting
+pass (``enc_running_first``, ``enc_work_conserving`` say what is left out).
+
 Assumptions: requests sorted by (arrival, id) with distinct ids.  Bounds: n fixed
 per encoding (a Python int); values unbounded.
 
@@ -76,6 +81,8 @@ MUTANTS = {
     "floor_blocks": "blocks_for rounds down (floor) instead of up",
     "drop_feasible_pool": "the encoding drops the domain rule that a request's peak need fits the pool",
     "drop_feasible_budget": "the encoding drops the rule that without chunking prompt + output - 1 <= token_budget",
+    "running_no_partial": "the running pass skips a running request whose need exceeds the budget left (no partial chunk)",
+    "admit_only_the_head": "the waiting pass admits at most the head of the queue per tick",
 }
 ENCODING_MUTANTS = ("drop_feasible_pool", "drop_feasible_budget")
 INIT_MUTANTS = ("queue_reversed",)  # change Init, not the step
@@ -266,8 +273,9 @@ def blocks_exact(inp: Inputs, args) -> list:
 
 
 def frame_block_args(inp: Inputs, s: Vars) -> list:
-    """The blocks_for arguments a frame's predicates use: each computed, each work, each freed count's source."""
-    return [(i, s.c[i]) for i in range(inp.n)] + [(i, inp.work(i)) for i in range(inp.n)]
+    """The blocks_for arguments a frame's predicates use: each computed, each work, what each would ask as the queue's head."""
+    return ([(i, s.c[i]) for i in range(inp.n)] + [(i, inp.work(i)) for i in range(inp.n)]
+            + [(i, head_ask(inp, s, i)) for i in range(inp.n)])
 
 
 # --- init and the step ---------------------------------------------------------------
@@ -346,7 +354,10 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
     for i in idx:
         before = total(z3.If(z3.And(run1[j], s.rr[j] < s.rr[i]), known(inp, s, j) - s.c[j], 0) for j in idx if j != i)
         need = known(inp, s, i) - s.c[i]
-        n_run.append(z3.If(run1[i], zmin(need, zmax(0, budget - before)), 0))
+        give = zmin(need, zmax(0, budget - before))
+        if mutant == "running_no_partial":
+            give = z3.If(need <= zmax(0, budget - before), need, 0)
+        n_run.append(z3.If(run1[i], give, 0))
         grow = s.c[i] + n_run[i]
         block_args.append((i, grow))
         want = inp.blk(grow) - s.b[i] - (1 if mutant == "allocate_one_less" else 0)
@@ -387,6 +398,8 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
         kn = known(inp, s, j)
         ready = inp.arr[j] <= tick + (1 if mutant == "admit_before_arrival" else 0)
         seats = (running1 + pos_j <= inp.max_seqs) if mutant == "admit_while_le_seqs" else (running1 + pos_j < inp.max_seqs)
+        if mutant == "admit_only_the_head":
+            seats = z3.And(seats, pos_j == 0)
         ok.append(z3.And(ready, seats, left > 0, z3.Or(inp.chunked, kn <= left), q_adm[j] <= free))
     gate = z3.BoolVal(True) if mutant == "admit_after_preemption" else z3.Not(any_pre)
     admit = tuple(
@@ -622,6 +635,65 @@ def enc_no_admission_after_preemption(inp: Inputs, s: Vars) -> z3.BoolRef:
         z3.Implies(s.sn[i] >= 1, z3.Not(z3.And(s.hadm[i], s.adm[i] == s.lt))) for i in range(inp.n)))
 
 
+def admitted_latest(s: Vars, i: int) -> z3.BoolRef:
+    """Request i was admitted in the latest tick (and, so, not preempted in it): the registry's ``fresh``."""
+    return z3.And(s.hl, s.hadm[i], s.adm[i] == s.lt, z3.Not(s.pe[i]))
+
+
+def enc_running_first(inp: Inputs, s: Vars) -> z3.BoolRef:
+    """The registry's claim as a set: if the latest tick admitted anyone, every running request not admitted in it was scheduled.
+
+    The registry also reads the order of ``latest.scheduled`` (running entries before admitted ones); this
+    encoding keeps the scheduled amounts per request, not their order, so that part is not expressed here
+    (the step writes the running pass's entries before the waiting pass's by construction)."""
+    n = inp.n
+    any_fresh = _any(z3.And(scheduled(s, i), admitted_latest(s, i)) for i in range(n))
+    return z3.Implies(any_fresh, _all(
+        z3.Implies(z3.And(running(s, i), z3.Not(z3.And(s.hadm[i], s.adm[i] == s.lt))), s.sn[i] >= 1)
+        for i in range(n)))
+
+
+def budget_left_latest(inp: Inputs, s: Vars) -> z3.ArithRef:
+    """token_budget less every token the latest entry scheduled."""
+    return inp.budget - total(z3.If(scheduled(s, i), s.sn[i], 0) for i in range(inp.n))
+
+
+def head_ask(inp: Inputs, s: Vars, i: int) -> z3.ArithRef:
+    """The tokens request i would ask of the waiting pass as the queue's head after the latest tick."""
+    kn = known(inp, s, i)
+    return z3.If(inp.chunked, zmin(kn, budget_left_latest(inp, s)), kn)
+
+
+def enc_work_conserving(inp: Inputs, s: Vars) -> z3.BoolRef:
+    """The registry's claim: in a tick without preemption that scheduled something, each admission got its rule's chunk, and the queue's head did not fit.
+
+    The registry subtracts the budget along the entry's order; the encoding has no order, so a partial
+    chunk is stated against the whole tick's spend (its budget left is the budget less every other
+    request's tokens), which is the same number when the partial chunk is the entry's last, as the
+    step writes it (a partial chunk leaves no budget to any later admission)."""
+    n = inp.n
+    left = budget_left_latest(inp, s)
+    spent = inp.budget - left
+    terms = []
+    for i in range(n):
+        mine = z3.If(scheduled(s, i), s.sn[i], 0)
+        whole = s.sn[i] == inp.prompt[i] + s.g[i] - 1
+        chunk = z3.And(inp.chunked, s.sn[i] == inp.budget - (spent - mine), s.sn[i] < inp.prompt[i] + s.g[i])
+        terms.append(z3.Implies(z3.And(scheduled(s, i), admitted_latest(s, i)), z3.Or(whole, chunk)))
+    running_then = count(z3.Or(running(s, i), z3.And(s.hl, s.fi[i])) for i in range(n))
+    free_then = (inp.num_blocks - total(z3.If(running(s, i), s.b[i], 0) for i in range(n))
+                 - total(z3.If(z3.And(s.hl, s.fi[i]), s.fr[i], 0) for i in range(n)))
+    for h in range(n):
+        is_head = z3.And(waiting(s, h), _all(z3.Implies(waiting(s, j), s.wr[h] < s.wr[j]) for j in range(n) if j != h))
+        kn = known(inp, s, h)
+        ask = head_ask(inp, s, h)
+        stopped = z3.Or(inp.arr[h] > s.lt, running_then >= inp.max_seqs, left <= 0,
+                        z3.And(z3.Not(inp.chunked), kn > left), inp.blk(ask) > free_then)
+        terms.append(z3.Implies(is_head, stopped))
+    guard = z3.And(s.hl, z3.Not(_any(s.pe[i] for i in range(n))), _any(scheduled(s, i) for i in range(n)))
+    return _all(z3.Implies(guard, term) for term in terms)  # a conjunction, so that a proof can take it a part at a time
+
+
 PREDICATES: dict[str, Callable[[Inputs, Vars], z3.BoolRef]] = {
     "well_typed": enc_well_typed,
     "no_duplicate_active": enc_no_duplicate_active,
@@ -636,13 +708,15 @@ PREDICATES: dict[str, Callable[[Inputs, Vars], z3.BoolRef]] = {
     "kv_exact": enc_kv_exact,
     "fcfs_admission": enc_fcfs_admission,
     "no_admission_after_preemption": enc_no_admission_after_preemption,
+    "running_first": enc_running_first,
+    "work_conserving": enc_work_conserving,
 }
 
 # Registry state invariants this encoding does not express, and why.
 NOT_ENCODED = {
-    "kv_exclusive": "block ids are abstracted to counts: which ids a request holds is not in the encoding",
-    "running_first": "the latest entry's order (running pass, then admissions) is not in the encoding",
-    "work_conserving": "the admission test replayed from the latest entry is not encoded",
+    "kv_exclusive": "block ids are abstracted to counts (a request holds b blocks, the pool has num_blocks - sum(b) "
+                    "free): which ids a request holds, and so whether two requests or one allocation share an id, "
+                    "is not in the encoding; no id abstraction (owner function or allocation intervals) is encoded yet",
 }
 
 
