@@ -31,8 +31,8 @@ MUTANTS = {
     ),
     "nonnegative_remaining": (
         "the running pass asks for one token more than the request still needs",
-        "            n = min(state.prompt + state.generated - state.computed, budget)\n",
-        "            n = min(state.prompt + state.generated - state.computed + 1, budget)\n",
+        "            n = state.prompt + state.generated - computed\n",
+        "            n = state.prompt + state.generated - computed + 1\n",
     ),
     "work_conservation": (
         "a request with more than one output token finishes one token early",
