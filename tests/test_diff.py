@@ -6,6 +6,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from proofs.cli.main import main
 from proofs.search.differential import classify
 
@@ -20,6 +22,7 @@ def diff(tmp_path, *args):
     return code, json.loads(report.read_text())
 
 
+@pytest.mark.slow  # a campaign: over 15 s on 2 cores
 def test_two_correct_schedulers_do_not_differ(tmp_path, capsys):
     code, report = diff(tmp_path, f"{CORRECT / 'event_driven.py'}:schedule", f"{CORRECT / 'tick_by_tick.py'}:schedule", "--examples", "150", "--budget", "30")
     assert code == 0
@@ -45,6 +48,7 @@ def test_a_subtly_late_admission_is_a_minimal_regression(tmp_path, capsys):
     assert out.startswith("DIFF regression") and "old      slot0" in out
 
 
+@pytest.mark.slow  # a campaign: over 15 s on 2 cores
 def test_the_reverse_change_is_a_fix_and_exits_0(tmp_path, capsys):
     code, report = diff(tmp_path, f"{LATE}:schedule", f"{CORRECT / 'heap_queue.py'}:schedule")
     assert code == 0
@@ -59,6 +63,7 @@ def test_classification():
     assert classify(["slot_bound"], ["fifo_order"]) == "regression"
 
 
+@pytest.mark.slow  # a campaign: over 15 s on 2 cores
 def test_base_revision_compares_the_working_tree_impl_with_a_commit(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -100,6 +105,7 @@ def test_a_fix_that_breaks_another_invariant_elsewhere_is_a_regression(tmp_path,
     assert capsys.readouterr().out.startswith("DIFF regression")
 
 
+@pytest.mark.slow  # a campaign: over 15 s on 2 cores
 def test_a_clean_fix_says_new_broke_nothing_in_the_calls_searched(tmp_path, capsys):
     code, report = diff(tmp_path, f"{LATE}:schedule", f"{CORRECT / 'heap_queue.py'}:schedule",
                         "--examples", "150", "--budget", "30")

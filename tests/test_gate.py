@@ -59,6 +59,7 @@ def table(out):
     return lines[start:]
 
 
+@pytest.mark.slow  # a campaign: over 15 s on 2 cores
 def test_gate_on_our_impl_with_a_base_passes(tmp_path, quick, capsys, sarif_validator):
     code = gate([*quick, "--base", "HEAD"])
     out = capsys.readouterr().out

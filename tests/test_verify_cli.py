@@ -123,6 +123,7 @@ def test_failing_run_prints_the_report_and_writes_json(tmp_path, isolated, capsy
     assert parse_input_repr(cex["input_repr"]) == (cex["input"]["jobs"], 1, cex["input"]["continuous"])
 
 
+@pytest.mark.slow  # a campaign: over 15 s on 2 cores
 def test_the_same_bug_gives_the_same_counterexample_on_every_run(tmp_path, capsys):
     reports = []
     for run in range(2):
@@ -207,6 +208,7 @@ def test_a_target_that_is_not_a_function_of_the_right_shape_is_a_usage_error(tmp
     assert not (tmp_path / "saved").exists()
 
 
+@pytest.mark.slow  # a campaign: over 15 s on 2 cores
 def test_all_reports_every_violated_invariant(tmp_path, isolated, capsys):
     path = tmp_path / "all.json"
     code = main(["verify", f"{BUGGY / 'serves_one_extra_token.py'}:schedule", "--all", "--json", str(path), *isolated, "--budget", "30"])
@@ -258,6 +260,7 @@ def test_non_json_inputs_have_null_input_and_a_python_repr():
     assert isinstance(jobs, tuple) and jobs[0]["arrival"] != jobs[0]["arrival"]
 
 
+@pytest.mark.slow  # a campaign: over 15 s on 2 cores
 def test_crosshair_can_focus_on_named_invariants(tmp_path, isolated, capsys):
     report = tmp_path / "r.json"
     code = main(["verify", "--engine", "crosshair", "--invariant", "slot_bound", "--budget", "20", "--json", str(report), *isolated])
