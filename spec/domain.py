@@ -26,9 +26,6 @@ class Job(NamedTuple):
     tokens: int
 
 
-_new_job = tuple.__new__
-
-
 def fifo_key(job: Job) -> tuple[int, int]:
     """The admission order: earlier arrival first, then smaller id, and nothing else."""
     return (job.arrival, job.id)
@@ -40,29 +37,6 @@ def _is_int(value: Any) -> bool:
 
 def validate(jobs: Any, slots: Any, continuous: Any) -> tuple[Job, ...]:
     """Return the jobs of a valid call, in input order; raise ValueError naming the first broken rule."""
-    parsed = _valid_jobs(jobs, slots, continuous)
-    return parsed if parsed is not None else _validate(jobs, slots, continuous)
-
-
-def _valid_jobs(jobs: Any, slots: Any, continuous: Any) -> tuple[Job, ...] | None:
-    """The jobs of a call that keeps every rule of ``_validate``, or None (then ``_validate`` says which it breaks)."""
-    if not (_is_int(slots) and slots >= 1 and type(continuous) is bool and type(jobs) in (list, tuple)):
-        return None
-    parsed = []
-    for job in jobs:
-        if not (type(job) is dict and len(job) == 3 and "id" in job and "arrival" in job and "tokens" in job):
-            return None
-        job_id, arrival, tokens = job["id"], job["arrival"], job["tokens"]
-        if not (_is_int(job_id) and _is_int(arrival) and _is_int(tokens) and arrival >= 0 and tokens >= 1):
-            return None
-        parsed.append(_new_job(Job, (job_id, arrival, tokens)))  # Job(job_id, arrival, tokens), without a frame
-    if len({job.id for job in parsed}) != len(parsed):
-        return None
-    return tuple(parsed)
-
-
-def _validate(jobs: Any, slots: Any, continuous: Any) -> tuple[Job, ...]:
-    """``validate`` rule by rule, in the order the module docstring lists them."""
     if not _is_int(slots) or slots < 1:
         raise ValueError(f"slots={slots!r}: expected an int >= 1")
     if type(continuous) is not bool:

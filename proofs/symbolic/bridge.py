@@ -86,7 +86,7 @@ def classify(results: list[dict], planned: float) -> list[dict]:
             elif not own and seconds < planned:  # an engine result without its own plan: judged by the wall time
                 row["outcome"] = INCOMPLETE
                 row["message"] = f"cut short before its planned {planned:.1f} s ran out, nothing found so far"
-            else:  # CrossHair stopped at its own limit, or the child at its own planned time
+            else:  # CrossHair stopped at its own limit
                 row["outcome"] = BOUNDED
                 row["message"] = (f"no counterexample in its whole planned {own or planned:.1f} s "
                                   f"({seconds:.1f} s of wall time; not confirmed)")

@@ -12,10 +12,12 @@ Each contract gets one outcome, and only CrossHair's own verdict decides it:
 - ``confirmed``: CrossHair reported the condition confirmed over all paths (it
   exhausted every path of the bounded domain of ``proofs.symbolic.contracts``);
 - ``no counterexample within N s``: CrossHair's own per-condition timeout stopped
-  the search with nothing found, or its child was killed at its own planned wall
-  time (on a loaded machine CrossHair's CPU-time limit comes later).  Never a proof;
-- ``incomplete``: the contract's child was cut off by the overall deadline before its
-  planned time ran out.  Never a pass;
+  the search with nothing found.  Never a proof;
+- ``incomplete``: the contract's child was killed before CrossHair stopped on its own:
+  cut off by the overall deadline, or at its own planned wall time (a target that
+  never returns, or a machine so loaded that CrossHair's CPU-time limit came later:
+  from outside the child the two look the same, so neither counts as searched).
+  Never a pass;
 - ``counterexample``: CrossHair found an input that breaks the contract, and a
   concrete re-run reproduced it; ``counterexample`` holds the plain input;
 - ``unknown``: nothing was checked or the finding did not reproduce (CrossHair could
@@ -175,9 +177,8 @@ def _run_all(todo: list, budget: float, per_condition: float | None, workers: in
     engine's start-up, the contracts before it) is accounted once; CrossHair's own
     (CPU-time) limit is that share less ``OVERHEAD_SECONDS`` and the child is killed at
     the share.  A fixed ``per_condition`` is CrossHair's limit for every contract, and
-    the child is killed a little after it.  A child killed at its own planned time has
-    searched all of it (on a loaded machine, with less CPU than planned: its message
-    says so); one cut off earlier by the overall deadline is ``incomplete``."""
+    the child is killed a little after it.  A child killed, at its own planned time or
+    earlier by the overall deadline, is ``incomplete``: only CrossHair's own stop is a search."""
     from proofs.sandbox import ENGINE_MEMORY_BYTES, Child, wait_any
 
     overall_deadline = time.monotonic() + budget
@@ -231,8 +232,7 @@ def _run_all(todo: list, budget: float, per_condition: float | None, workers: in
 
 
 def _payload(outcome, planned: float, limit: float, cut: bool) -> dict:
-    """A contract's outcome from its child's (the table of proofs.sandbox): killed at its own planned time is
-    a bounded search, killed earlier by the overall deadline is incomplete, the rest unknown."""
+    """A contract's outcome from its child's (the table of proofs.sandbox): killed is incomplete, the rest unknown."""
     if outcome.kind == "returned":
         return outcome.result
     if outcome.kind == "timed_out":
@@ -240,9 +240,9 @@ def _payload(outcome, planned: float, limit: float, cut: bool) -> dict:
             return {"outcome": INCOMPLETE,
                     "message": f"cut off by the overall deadline after {outcome.seconds:.1f} s of its planned "
                                f"{planned:.1f} s, with no counterexample found (not a proof)"}
-        return {"outcome": no_counterexample_within(planned),
-                "message": f"searched its whole planned {planned:.1f} s of wall time with no counterexample "
-                           f"(killed at it before CrossHair's {limit:.1f} s CPU limit: the machine was loaded; not a proof)"}
+        return {"outcome": INCOMPLETE,
+                "message": f"killed at its planned {planned:.1f} s of wall time before CrossHair's own {limit:.1f} s "
+                           f"CPU limit stopped it (the target did not return, or the machine was loaded): not searched"}
     if outcome.kind == "raised":
         return {"outcome": UNKNOWN, "message": f"the CrossHair run raised {outcome.error}"}
     if outcome.kind == "died":
