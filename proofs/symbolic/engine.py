@@ -159,6 +159,9 @@ def _check_budget(budget_seconds, per_condition_seconds) -> None:
 SHARE_CAP_SECONDS = 20.0  # a contract's planned wall time never exceeds this, however large the budget
 MIN_SHARE_SECONDS = 1.0  # below this a contract is not started: it could not search at all
 OVERHEAD_SECONDS = 1.0  # of a contract's planned wall time: its fork, CrossHair's set-up, the concrete replay
+# CrossHair's own limit counts CPU time; half the wall share lets it stop on its own (``bounded``) on a machine
+# loaded up to twice over, where a child killed at its wall share first would be ``incomplete``
+CPU_SHARE_OF_WALL = 0.5
 
 
 def plan_share(left: float, workers: int, owed: float, contracts_left: int) -> float:
@@ -175,7 +178,7 @@ def _run_all(todo: list, budget: float, per_condition: float | None, workers: in
     ``per_condition=None`` plans each contract when it starts: its share of the wall time
     left before the overall deadline (``plan_share``), so the time already spent (the
     engine's start-up, the contracts before it) is accounted once; CrossHair's own
-    (CPU-time) limit is that share less ``OVERHEAD_SECONDS`` and the child is killed at
+    (CPU-time) limit is half that share less ``OVERHEAD_SECONDS`` and the child is killed at
     the share.  A fixed ``per_condition`` is CrossHair's limit for every contract, and
     the child is killed a little after it.  A child killed, at its own planned time or
     earlier by the overall deadline, is ``incomplete``: only CrossHair's own stop is a search."""
@@ -196,7 +199,7 @@ def _run_all(todo: list, budget: float, per_condition: float | None, workers: in
                 planned = plan_share(left, workers, owed, len(pending))
                 if planned < MIN_SHARE_SECONDS:
                     break  # too little left to search at all: the rest are reported as not started
-                limit = max(0.5, planned - OVERHEAD_SECONDS)
+                limit = max(0.5, (planned - OVERHEAD_SECONDS) * CPU_SHARE_OF_WALL)
                 wall = planned
             else:
                 planned = limit = per_condition
