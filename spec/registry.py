@@ -88,3 +88,13 @@ def earliest(violations: Iterable[Violation | None]) -> Violation | None:
     """The violation with the smallest tick (one without a tick last), or None."""
     found = [v for v in violations if v is not None]
     return min(found, key=lambda v: (v.tick is None, v.tick if v.tick is not None else 0)) if found else None
+
+
+def replay_finding(name: str) -> Callable[[Any], Violation | None]:
+    """The result check of ``name``: the earliest violation the model's replay found, read from ``obs.findings``."""
+    def check(obs: Any) -> Violation | None:
+        return obs.findings.get(name)
+
+    check.__name__ = f"check_{name}"
+    check.__doc__ = f"The earliest ``{name}`` violation the replay of the result's trace found, or None."
+    return check

@@ -41,7 +41,7 @@ from typing import Callable
 from spec.domain import fifo_key
 from spec.metrics import utilization
 from spec.observation import Observation
-from spec.registry import Violation
+from spec.registry import Violation, replay_finding
 
 POLICIES = ("fifo", "none")
 
@@ -62,16 +62,7 @@ CHECKED = (
 )
 
 
-def _finding(name: str) -> Callable[[Observation], Violation | None]:
-    def check(obs: Observation) -> Violation | None:
-        return obs.findings.get(name)
-
-    check.__name__ = f"check_{name}"
-    check.__doc__ = f"The earliest ``{name}`` violation the replay of the result's trace found, or None."
-    return check
-
-
-RESULT_CHECKS: dict[str, Callable[[Observation], Violation | None]] = {name: _finding(name) for name in CHECKED}
+RESULT_CHECKS: dict[str, Callable[[Observation], Violation | None]] = {name: replay_finding(name) for name in CHECKED}
 
 
 class Replay:

@@ -20,7 +20,7 @@ import math
 from collections import Counter
 from typing import Callable
 
-from spec.registry import Violation
+from spec.registry import Violation, replay_finding
 from spec.serving.domain import blocks_for, fcfs_key
 from spec.serving.metrics import token_utilization
 from spec.serving.observation import Observation, Tick
@@ -49,16 +49,7 @@ CHECKED = (
 )
 
 
-def _finding(name: str) -> Callable[[Observation], Violation | None]:
-    def check(obs: Observation) -> Violation | None:
-        return obs.findings.get(name)
-
-    check.__name__ = f"check_{name}"
-    check.__doc__ = f"The earliest ``{name}`` violation the replay of the result's trace found, or None."
-    return check
-
-
-RESULT_CHECKS: dict[str, Callable[[Observation], Violation | None]] = {name: _finding(name) for name in CHECKED}
+RESULT_CHECKS: dict[str, Callable[[Observation], Violation | None]] = {name: replay_finding(name) for name in CHECKED}
 
 _NO_FREED = {"abort": (), "preempt": (), "finish": (), "other": ()}  # an entry that frees nothing (never written)
 
