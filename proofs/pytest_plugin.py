@@ -85,7 +85,8 @@ FUZZ_PROFILE = "schedcheck-fuzz"
 
 def pytest_configure(config) -> None:
     """With ``--schedcheck-fuzz``, load a Hypothesis profile whose database is ``--schedcheck-db``
-    (HypoFuzz fuzzes only tests that use the default profile's database)."""
+    (HypoFuzz fuzzes only tests that use the default profile's database) and which is never derandomized
+    (Hypothesis loads its derandomized ``ci`` profile when ``CI`` is set, and HypoFuzz skips such tests)."""
     if not (config.getoption("schedcheck", None) and config.getoption("schedcheck_fuzz", False)):
         return
     from hypothesis import settings
@@ -99,7 +100,7 @@ def pytest_configure(config) -> None:
         database = open_database(config.getoption("schedcheck_db"))
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
-    settings.register_profile(FUZZ_PROFILE, parent=settings(), database=database)
+    settings.register_profile(FUZZ_PROFILE, parent=settings(), database=database, derandomize=False)
     settings.load_profile(FUZZ_PROFILE)
 
 

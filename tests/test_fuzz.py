@@ -108,7 +108,8 @@ print(json.dumps({"targets": [t.nodeid for t in result.fuzz_targets], "skipped":
 @pytest.mark.slow
 def test_hypofuzz_collects_every_fuzz_item_of_the_plugin(tmp_path):
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # CI set, as on a CI machine: Hypothesis then loads its derandomized ``ci`` profile, which HypoFuzz skips
+    env = dict(os.environ, CI="true", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     args = ["-p", "no:cacheprovider", "-c", str(tmp_path / "pytest.ini"), "--rootdir", str(tmp_path), str(tmp_path),
             "--schedcheck", BUGGY, "--schedcheck-fuzz"]
     run = subprocess.run([sys.executable, "-c", COLLECT, *args], cwd=tmp_path, env=env, capture_output=True,

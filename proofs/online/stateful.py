@@ -344,6 +344,7 @@ def run_stateful(target, model_name: str, max_examples: int, seed: int | None = 
                 max_examples=max_examples,
                 stateful_step_count=STEPS,
                 deadline=None,
+                derandomize=False,
                 database=None,
                 suppress_health_check=list(HealthCheck),
                 verbosity=Verbosity.quiet,

@@ -217,7 +217,7 @@ class DifferentialSearch:
                 raise Stop  # the deterministic minimiser below shrinks it
 
         runner = settings(
-            max_examples=self.examples, deadline=None, database=None,
+            max_examples=self.examples, deadline=None, database=None, derandomize=False,
             suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
         )(given(strategy)(test))
         if self.seed is not None:

@@ -544,6 +544,7 @@ class Search:
             runner = settings(
                 max_examples=self.examples[check],
                 deadline=None,
+                derandomize=False,  # seeded by --seed only, not by Hypothesis's ci profile (loaded when CI is set)
                 database=database,
                 suppress_health_check=list(HealthCheck),
                 report_multiple_bugs=False,
