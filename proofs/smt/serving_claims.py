@@ -43,6 +43,7 @@ from functools import partial
 
 import z3
 
+from proofs.smt import serving_blocks as B
 from proofs.smt import serving_model as M
 from proofs.smt.run import Claim
 
@@ -130,7 +131,7 @@ def invariant_names() -> list[str]:
 
     names = [inv.name for inv in STATE_INVARIANTS]
     for name in names:
-        if name not in M.PREDICATES and name not in M.NOT_ENCODED:
+        if name not in M.PREDICATES and name not in M.NOT_ENCODED and name not in B.PREDICATES:
             raise KeyError(f"serving state invariant {name!r} has no Z3 encoding in proofs.smt.serving_model")
     return [name for name in names if name in M.PREDICATES] + list(M.LEMMAS)
 
@@ -627,8 +628,9 @@ def claims(max_requests: int = 8, mutant: str | None = None) -> list[Claim]:
                        partial(prove_pool_any_n, mutant)))
     rows.append(_claim(FINDING, "bounded", "n = 2 (refuted); n = 1 (never)", partial(prove_finding, mutant),
                        [TOTAL, BLOCKS] + rows_names))
+    blocks = B.claims(n, mutant, (TOTAL, BLOCKS))  # kv_exclusive and the id rows (per-block encoding)
     order = [inv.name for inv in STATE_INVARIANTS]
     head = rows[:2]
-    body = sorted(rows[2:2 + len(names) + len(M.NOT_ENCODED)],
+    body = sorted(rows[2:2 + len(names) + len(M.NOT_ENCODED)] + blocks,
                   key=lambda c: (order.index(c.claim) if c.claim in order else len(order), c.claim))
     return head + body + rows[2 + len(names) + len(M.NOT_ENCODED):]
