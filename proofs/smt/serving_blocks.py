@@ -45,8 +45,9 @@ allocator's contract above, for ``_lowest_free``: ``tests/test_z3_serving_blocks
 checks on reachable states, with Hypothesis, that the spec's allocations keep it
 (each take is exactly "not in the held set at that call, below num_blocks") and that
 the per-block step with the spec's takes plugged in has exactly the successor
-``spec.serving.step`` gives, for every id of the pool and beyond it; it is not
-proved of ``_lowest_free`` for every pool.  Bounds: n from 1 to ``max_requests``;
+``spec.serving.step`` gives, for every id the state or its successor names, both
+ends of the pool and one id past each end; it is not proved of ``_lowest_free`` for
+every pool.  Bounds: n from 1 to ``max_requests``;
 values and ids unbounded.  Nothing runs at import time.
 """
 
@@ -311,6 +312,7 @@ def describe_block(model, inp, s, b, bk) -> dict:
     ev = [[model.eval(b.per[f][i], model_completion=True).as_long() for f in ("bh", "ba", "bf", "bp")]
           for i in range(inp.n)]
     return {"block": model.eval(bk, model_completion=True).as_long(), "clock": val["clock"],
+            "columns": "id, place, held, allocated, freed, held before the latest tick (of this block)",
             "requests": [[val["rid"][i], names.get(val["st"][i], val["st"][i])] + ev[i] for i in range(inp.n)]}
 
 

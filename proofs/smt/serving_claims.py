@@ -26,6 +26,10 @@ What it establishes (each a row of ``schedcheck prove --model serving``; ``claim
   latest entry aside) with every unfinished request arrived and none due to abort,
   so that run never ends; with the rule, ``termination_ranking`` proves every run ends.
 
+- ``kv_exclusive`` and the id rows (``kv_capacity (ids)``, ``kv_exact (ids)``,
+  ``kv_freed_gives_back``, ``lemma:block_holders``): ``proofs.smt.serving_blocks``,
+  the per-block encoding for one symbolic block id, registered here.
+
 Every check first checks that its hypotheses are satisfiable (else ``vacuous``);
 each row names a mutant (``REFUTED_BY``) under which Z3 refutes it.  Registry
 invariants the encoding does not express (``serving_model.NOT_ENCODED``) are rows
