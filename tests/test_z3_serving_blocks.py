@@ -14,6 +14,7 @@ also on states broken the ways kv_exclusive, kv_capacity and kv_exact forbid.
 import pytest
 import z3
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import spec.serving as S
 import spec.serving.state as spec_state
@@ -22,7 +23,7 @@ from proofs.smt import serving_model as M
 from spec.serving.invariants import BY_NAME
 from tests.test_z3_serving_model import calls
 
-SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FAST = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -290,3 +291,16 @@ def test_the_block_rows_are_proved_at_n2_and_each_refuted_by_its_mutant():
 def test_every_block_mutant_is_a_serving_mutant_and_refutes_a_row():
     assert set(B.MUTANTS) <= set(M.MUTANTS)
     assert set(B.REFUTED_BY.values()) == set(B.MUTANTS)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 40).flatmap(lambda pool: st.tuples(
+    st.just(pool), st.sets(st.integers(0, pool - 1), max_size=pool), st.integers(0, pool))))
+def test_the_spec_allocator_keeps_the_contract_on_any_held_set(case):
+    """The contract the per-block step assumes, of ``_lowest_free`` on any held set (not only reachable ones): count distinct ids, none held, all in the pool when that many are free."""
+    pool, held, count = case
+    count = min(count, pool - len(held))
+    taken = spec_state._lowest_free(set(held), count)
+    assert len(taken) == len(set(taken)) == count, taken
+    assert not set(taken) & held and all(0 <= b < pool for b in taken), (pool, sorted(held), taken)
+    assert list(taken) == sorted(b for b in range(pool) if b not in held)[:count], "not the lowest free ids"
