@@ -635,6 +635,9 @@ def claims(max_requests: int = 8, mutant: str | None = None) -> list[Claim]:
     blocks = B.claims(n, mutant, (TOTAL, BLOCKS))  # kv_exclusive and the id rows (per-block encoding)
     order = [inv.name for inv in STATE_INVARIANTS]
     head = rows[:2]
-    body = sorted(rows[2:2 + len(names) + len(M.NOT_ENCODED)] + blocks,
-                  key=lambda c: (order.index(c.claim) if c.claim in order else len(order), c.claim))
+    def place(c):  # registry order; "kv_capacity (ids)" right after kv_capacity
+        name = c.claim.split(" (")[0]
+        return (order.index(name) if name in order else len(order), c.claim)
+
+    body = sorted(rows[2:2 + len(names) + len(M.NOT_ENCODED)] + blocks, key=place)
     return head + body + rows[2 + len(names) + len(M.NOT_ENCODED):]
