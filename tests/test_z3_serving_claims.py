@@ -7,6 +7,7 @@ bound and every mutant are ``slow``.
 import argparse
 import json
 import pathlib
+from functools import partial
 
 import pytest
 import z3
@@ -48,8 +49,10 @@ def test_the_ledger_covers_every_serving_state_invariant():
             "rule_needed:feasible_budget"} <= names
 
 
-def test_unencoded_invariants_are_never_counted_as_proved():
-    claims = [c for c in C.claims(1) if c.claim in M.NOT_ENCODED]
+def test_unencoded_invariants_are_never_counted_as_proved(monkeypatch):
+    # Every state invariant is encoded now; the mechanism still stands for a new one that is not.
+    monkeypatch.setitem(M.NOT_ENCODED, "kv_exclusive", "an invariant without an encoding")
+    claims = [R.Claim(name, "not encoded", "-", partial(C._not_encoded, name)) for name in M.NOT_ENCODED]
     rows = R.run_claims(claims, budget=30, workers=1)
     assert rows and all(r["status"] == "unknown" for r in rows)
     assert R.exit_code(rows) == 2

@@ -26,6 +26,10 @@ What it establishes (each a row of ``schedcheck prove --model serving``; ``claim
   latest entry aside) with every unfinished request arrived and none due to abort,
   so that run never ends; with the rule, ``termination_ranking`` proves every run ends.
 
+- ``kv_exclusive`` and the id rows (``kv_capacity (ids)``, ``kv_exact (ids)``,
+  ``kv_freed_gives_back``, ``lemma:block_holders``): ``proofs.smt.serving_blocks``,
+  the per-block encoding for one symbolic block id, registered here.
+
 Every check first checks that its hypotheses are satisfiable (else ``vacuous``);
 each row names a mutant (``REFUTED_BY``) under which Z3 refutes it.  Registry
 invariants the encoding does not express (``serving_model.NOT_ENCODED``) are rows
@@ -43,6 +47,7 @@ from functools import partial
 
 import z3
 
+from proofs.smt import serving_blocks as B
 from proofs.smt import serving_model as M
 from proofs.smt.run import Claim
 
@@ -130,7 +135,7 @@ def invariant_names() -> list[str]:
 
     names = [inv.name for inv in STATE_INVARIANTS]
     for name in names:
-        if name not in M.PREDICATES and name not in M.NOT_ENCODED:
+        if name not in M.PREDICATES and name not in M.NOT_ENCODED and name not in B.PREDICATES:
             raise KeyError(f"serving state invariant {name!r} has no Z3 encoding in proofs.smt.serving_model")
     return [name for name in names if name in M.PREDICATES] + list(M.LEMMAS)
 
@@ -627,8 +632,12 @@ def claims(max_requests: int = 8, mutant: str | None = None) -> list[Claim]:
                        partial(prove_pool_any_n, mutant)))
     rows.append(_claim(FINDING, "bounded", "n = 2 (refuted); n = 1 (never)", partial(prove_finding, mutant),
                        [TOTAL, BLOCKS] + rows_names))
+    blocks = B.claims(n, mutant, (TOTAL, BLOCKS))  # kv_exclusive and the id rows (per-block encoding)
     order = [inv.name for inv in STATE_INVARIANTS]
     head = rows[:2]
-    body = sorted(rows[2:2 + len(names) + len(M.NOT_ENCODED)],
-                  key=lambda c: (order.index(c.claim) if c.claim in order else len(order), c.claim))
+    def place(c):  # registry order; "kv_capacity (ids)" right after kv_capacity
+        name = c.claim.split(" (")[0]
+        return (order.index(name) if name in order else len(order), c.claim)
+
+    body = sorted(rows[2:2 + len(names) + len(M.NOT_ENCODED)] + blocks, key=place)
     return head + body + rows[2 + len(names) + len(M.NOT_ENCODED):]

@@ -35,7 +35,7 @@ The representation (one per n; every value an unbounded z3 Int):
 Block ids are abstracted to counts: a request holds ``b`` blocks and the pool has
 ``num_blocks - sum(b)`` free.  What needs the ids (``kv_exclusive``; the id ranges
 of ``kv_capacity``; which ids ``kv_exact``'s allocations reuse) is not in this
-encoding.  ``blocks_for`` (ceil(tokens / block_size)) is an uninterpreted function
+encoding: ``proofs.smt.serving_blocks`` adds per-request state about one symbolic block id on top of it.  ``blocks_for`` (ceil(tokens / block_size)) is an uninterpreted function
 ``blk`` with the properties the proofs need (``blocks_axioms``: 0 at 0, >= 1 above,
 at most the tokens, monotone), each proved of ceil for symbolic ``block_size`` by
 the row ``lemma:blocks_for_axioms``; the model test adds its exact definition
@@ -83,6 +83,12 @@ MUTANTS = {
     "drop_feasible_budget": "the encoding drops the rule that without chunking prompt + output - 1 <= token_budget",
     "running_no_partial": "the running pass skips a running request whose need exceeds the budget left (no partial chunk)",
     "admit_only_the_head": "the waiting pass admits at most the head of the queue per tick",
+    # the per-block step's mutants (proofs.smt.serving_blocks.MUTANTS; the count step ignores them)
+    "allocate_held_id": "the allocator may take an id that a running request still holds",
+    "allocate_outside_pool": "the allocator may take the id num_blocks (one past the pool)",
+    "take_not_recorded": "a running request that takes an id does not add it to its blocks",
+    "free_without_giving_back": "a preempted request's freed list does not give back the ids it held",
+    "preempted_keeps_ids": "a preempted request keeps its block ids in the waiting queue",
 }
 ENCODING_MUTANTS = ("drop_feasible_pool", "drop_feasible_budget")
 INIT_MUTANTS = ("queue_reversed",)  # change Init, not the step
@@ -713,11 +719,9 @@ PREDICATES: dict[str, Callable[[Inputs, Vars], z3.BoolRef]] = {
 }
 
 # Registry state invariants this encoding does not express, and why.
-NOT_ENCODED = {
-    "kv_exclusive": "block ids are abstracted to counts (a request holds b blocks, the pool has num_blocks - sum(b) "
-                    "free): which ids a request holds, and so whether two requests or one allocation share an id, "
-                    "is not in the encoding; no id abstraction (owner function or allocation intervals) is encoded yet",
-}
+# kv_exclusive and the id parts of kv_capacity and kv_exact are proved by the per-block encoding,
+# proofs.smt.serving_blocks (block ids are counts here).
+NOT_ENCODED: dict = {}
 
 
 # --- strengthening lemmas --------------------------------------------------------------
