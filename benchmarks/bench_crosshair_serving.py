@@ -10,7 +10,16 @@ all of them: ``run_serving_crosshair`` on the mutant's own invariant, subject
 the concrete replay) and its CPU seconds (user + system, from ``RUSAGE_CHILDREN``).
 Then one line per mutant: how many runs found it, the median and the worst wall and CPU
 seconds, and the load average when the campaign ended (the machine may be shared).
-CrossHair's search is randomized, so the times vary between runs.
+CrossHair seeds its path search with a fixed number, so these runs repeat one search
+and differ only by the machine's load.
+
+    PYTHONPATH=. python benchmarks/bench_crosshair_serving.py --seeds 20 [--limit 30]
+
+measures the search itself instead: per mutant, ``--seeds`` searches in this process,
+each with CrossHair's random generator seeded 0, 1, ... (``crosshair.statespace.newrandom``
+replaced for the run: a benchmark-only patch), and reports how many of them found the
+bug, and the median and worst number of scenarios the contract ran (paths that reached
+its body) and CPU seconds until the counterexample.
 """
 
 from __future__ import annotations
@@ -43,11 +52,38 @@ def one_run(name: str, limit: float) -> tuple[str, float, float]:
     return result.outcome, result.seconds, cpu_of_children() - before
 
 
+def seeded_search(name: str, limit: float, seed: int) -> tuple[str, int, float]:
+    """The outcome, scenarios run and CPU seconds of one in-process search with CrossHair's generator seeded ``seed``."""
+    import random
+
+    import crosshair.statespace as statespace
+    import crosshair_serving_mutants as mutants
+    from proofs.symbolic import engine, serving
+
+    (contract,) = serving.serving_contracts(mutants.make(name), names=(name,), subjects=("impl.ServingScheduler.step",))
+    calls = [0]
+    first_break = serving.first_break
+
+    def counted(*args):
+        calls[0] += 1
+        return first_break(*args)
+
+    newrandom = statespace.newrandom
+    serving.first_break, statespace.newrandom = counted, lambda: random.Random(seed)
+    try:
+        started = time.process_time()
+        outcome = engine._analyse(contract, limit)["outcome"]
+        return outcome, calls[0], time.process_time() - started
+    finally:
+        serving.first_break, statespace.newrandom = first_break, newrandom
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--limit", type=float, default=30.0, help="CrossHair's per-condition limit, CPU seconds")
     parser.add_argument("--names", default="", help="comma-separated mutant names (default: all)")
+    parser.add_argument("--seeds", type=int, default=0, help="measure the search over this many CrossHair seeds instead")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error(f"--runs={args.runs}: expected an int >= 1")
@@ -60,6 +96,21 @@ def main(argv=None) -> int:
     unknown = [n for n in names if n not in mutants.MUTANTS]
     if unknown:
         parser.error(f"--names={','.join(unknown)}: expected mutant names of tests/crosshair_serving_mutants.py")
+    if args.seeds < 0:
+        parser.error(f"--seeds={args.seeds}: expected an int >= 0")
+    if args.seeds:
+        import crosshair.core_and_libs  # noqa: F401
+
+        print(f"{'invariant':26} found  scenarios median/max  cpu median/max   "
+              f"(limit {args.limit:g} s CPU, seeds 0..{args.seeds - 1})")
+        for name in names:
+            searches = [seeded_search(name, args.limit, seed) for seed in range(args.seeds)]
+            found = [s for s in searches if s[0] == "counterexample"]
+            scenarios, cpus = [s[1] for s in searches], [s[2] for s in searches]
+            print(f"{name:26} {len(found)}/{len(searches)}  {statistics.median(scenarios):7.1f} / {max(scenarios):4d}"
+                  f"        {statistics.median(cpus):5.2f} / {max(cpus):5.2f}", flush=True)
+        print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        return 0
     runs: dict[str, list[tuple[str, float, float]]] = {name: [] for name in names}
     for run in range(args.runs):
         for name in names:

@@ -132,6 +132,21 @@ def test_settling_keeps_a_plain_scenario_as_it_is():
     assert S.untraced(S.settle, 2, 1, 3) == 2  # outside CrossHair it is a plain call
 
 
+def test_the_fit_precondition_is_exactly_the_spec_feasibility_rule_on_the_domain():
+    # requests_fit restates spec's rule for the solver; were it stricter, the contracts would skip valid calls unseen
+    import itertools
+
+    disagree = []
+    for max_seqs, budget, block_size, blocks, chunked in itertools.product((1, 3), range(1, 5), (1, 2), range(1, 5),
+                                                                         (False, True)):
+        for arrival, prompt, output, abort in itertools.product(range(3), range(1, 5), range(1, 4), (-1, 0, 3, 5)):
+            row = (arrival, prompt, output, abort)
+            requests, config = S.call_from_args(max_seqs, budget, block_size, blocks, chunked, (row,), 1)
+            if S.requests_fit(budget, block_size, blocks, chunked, (row,), 1) != serving.is_valid(requests, config):
+                disagree.append((requests, config))
+    assert disagree == []
+
+
 @pytest.mark.parametrize("name", sorted(BREAKS))
 def test_one_path_finds_the_first_prefix_and_tick_that_break_the_claim(name):
     # first_break's one run per prefix agrees with a separate run per (count, ticks) pair, on the mutant and on ours
