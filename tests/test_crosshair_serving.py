@@ -147,6 +147,23 @@ def test_the_fit_precondition_is_exactly_the_spec_feasibility_rule_on_the_domain
     assert disagree == []
 
 
+def _leaks_a_symbolic_value(x: int) -> int:
+    """
+    pre: 0 <= x <= 3
+    post: __return__ >= 0
+    """
+    return S.untraced(lambda value: value + 1, x)  # x was never settled: a harness bug
+
+
+def test_a_symbolic_value_reaching_the_untraced_run_is_unknown_never_a_pass():
+    from proofs.symbolic.contracts import Contract
+
+    contract = Contract("leak", "test", _leaks_a_symbolic_value, lambda args: None, lambda args: args)
+    (result,) = engine._run_all([contract], 30.0, 1.0, 1)
+    assert result.outcome == engine.UNKNOWN, result
+    assert "Numeric operation on symbolic while not tracing" in result.message, result.message
+
+
 @pytest.mark.parametrize("name", sorted(BREAKS))
 def test_one_path_finds_the_first_prefix_and_tick_that_break_the_claim(name):
     # first_break's one run per prefix agrees with a separate run per (count, ticks) pair, on the mutant and on ours

@@ -118,18 +118,15 @@ def settle(value: int, low: int, high: int) -> int:
     return high
 
 
+# CrossHair turns a symbolic int into a plain one (a ``range``, an index, a slice, a hash) by taking one model value
+# of the solver, and every later path through the same point takes that same value: a request count, say, stays at its
+# lower bound on nearly every path.  A branch (``value == candidate``) is explored both ways, so deciding every field
+# by branches first spreads CrossHair's paths over the whole domain, and the solver keeps each decision inside the
+# preconditions.  The set of scenarios is unchanged.
 def settle_scenario(max_seqs: int, token_budget: int, block_size: int, num_blocks: int, chunked: bool,
                     rows) -> tuple:
-    """The same scenario (inside ``scenario_in_bounds`` with all ``MAX_REQUESTS`` rows) as plain values, each decided
-    by branches.
-
-    CrossHair turns a symbolic int into a plain one (``range``, an index, a hash) by
-    taking one model value of the solver, and it takes that same value on every later
-    path through the same point: a request count, say, stays at its lower bound on
-    nearly every path.  A branch (``value == candidate``) is explored both ways, so
-    deciding every field here first, by branches, spreads CrossHair's paths over the
-    whole domain, and the solver keeps each decision inside the preconditions.  The
-    set of scenarios is unchanged; an abort below arrival (none) is decided as -1."""
+    """The scenario (inside ``scenario_in_bounds`` with all ``MAX_REQUESTS`` rows) as plain values decided by branches,
+    an abort below arrival (none) as -1."""
     settled, previous = [], 0
     for arrival, prompt, output, abort in rows:
         arrival = settle(arrival, previous, 2)
