@@ -18,8 +18,9 @@ and differ only by the machine's load.
 measures the search itself instead: per mutant, ``--seeds`` searches in this process,
 each with CrossHair's random generator seeded 0, 1, ... (``crosshair.statespace.newrandom``
 replaced for the run: a benchmark-only patch), and reports how many of them found the
-bug, and the median and worst number of scenarios the contract ran (paths that reached
-its body) and CPU seconds until the counterexample.
+bug, and the median and worst number of scenarios the contract ran (calls of its body:
+the paths that reached it, plus the two re-runs CrossHair makes of a failing input)
+and CPU seconds until the counterexample.
 """
 
 from __future__ import annotations
