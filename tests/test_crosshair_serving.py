@@ -125,6 +125,36 @@ def test_the_replay_of_a_contract_reads_its_arguments_back():
     assert ours.to_plain(args)["ticks"] is None and len(ours.to_plain(args)["requests"]) == 3
 
 
+def test_a_step_that_raises_is_replayed_as_a_break_at_the_tick_it_reached():
+    from impl.online import make_serving
+
+    class RaisesOnItsSecondStep:
+        def __init__(self, config):
+            self.engine, self.steps = make_serving(config), 0
+
+        def add_request(self, request):
+            self.engine.add_request(request)
+
+        def abort(self, request_id):
+            self.engine.abort(request_id)
+
+        def step(self):
+            self.steps += 1
+            if self.steps == 2:
+                raise RuntimeError("boom")
+            return self.engine.step()
+
+    requests = [{"id": 0, "arrival": 0, "prompt": 2, "output": 3}]
+    config = {"max_seqs": 1, "token_budget": 1, "block_size": 1, "num_blocks": 4, "chunked_prefill": True}
+    (contract,) = S.serving_contracts(RaisesOnItsSecondStep, names=("kv_exact",), subjects=("impl.ServingScheduler.step",))
+    args = _args_of(requests, config)
+    assert contract.replay(args) == "the scenario raised RuntimeError('boom')"
+    assert contract.to_plain(args) == {"requests": requests, "config": config, "ticks": 1}
+    with pytest.raises(RuntimeError):  # inside the contract the error propagates: CrossHair reports it itself
+        contract.fn(*(args[k] for k in ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked",
+                                        "r0", "r1", "r2")))
+
+
 def test_settling_keeps_a_plain_scenario_as_it_is():
     rows = ((0, 4, 3, 3), (1, 1, 1, 0), (2, 2, 1, 5))
     assert S.settle_scenario(3, 4, 2, 4, 0, rows) == (3, 4, 2, 4, False, ((0, 4, 3, 3), (1, 1, 1, -1), (2, 2, 1, 5)))

@@ -260,16 +260,27 @@ def _ticks_of(subject: str, make: Callable | None) -> Callable:
     return lambda config, requests, last: impl_ticks(make, config, requests, last)
 
 
-def first_break(invariant: str, ticks_of: Callable, settled: tuple) -> Optional[tuple]:
+def first_break(invariant: str, ticks_of: Callable, settled: tuple, catch: bool = False) -> Optional[tuple]:
     """The first (count, ticks, why) of a decided scenario whose tick breaks ``invariant``: for its first ``count``
-    requests (1..MAX_REQUESTS) in turn, each tick 0..MAX_TICKS of their run; None when none does."""
+    requests (1..MAX_REQUESTS) in turn, each tick 0..MAX_TICKS of their run; None when none does (with ``catch``, a
+    run that raises is a break at the tick it reached, as the concrete replay reports it)."""
     max_seqs, token_budget, block_size, num_blocks, chunked, rows = settled
     for count in range(1, MAX_REQUESTS + 1):
         requests, config = call_from_args(max_seqs, token_budget, block_size, num_blocks, chunked, rows, count)
-        for ticks, outcome in enumerate(ticks_of(config, requests, MAX_TICKS)):
+        ticks, outcomes = 0, ticks_of(config, requests, MAX_TICKS)
+        while True:
+            try:
+                outcome = next(outcomes, None)
+            except Exception as error:  # a buggy step may raise anything; outside CrossHair that is the finding
+                if not catch:
+                    raise
+                return count, ticks, f"the scenario raised {error!r}"
+            if outcome is None:
+                break
             why = why_not(invariant, outcome)
             if why is not None:
                 return count, ticks, why
+            ticks += 1
     return None
 
 
@@ -305,10 +316,7 @@ def _plain_of(subject: str, make: Callable | None, invariant: str) -> Callable[[
         """A scenario's arguments as plain data: the call that breaks the claim (its first ``count`` requests) and how
         many ticks precede the tick that breaks it (all three requests and ``ticks`` None when none does)."""
         settled = _settled_of(args)
-        try:
-            found = first_break(invariant, ticks_of, settled)
-        except Exception:  # a buggy step may raise anything: the replay says so
-            found = None
+        found = first_break(invariant, ticks_of, settled, catch=True)
         count, ticks = (found[0], found[1]) if found else (MAX_REQUESTS, None)
         requests, config = call_from_args(*settled, count)
         return {"requests": requests, "config": config, "ticks": ticks}
@@ -320,10 +328,7 @@ def _replay(subject: str, make: Callable | None, invariant: str) -> Callable[[di
     ticks_of = _ticks_of(subject, make)
 
     def replay(args: dict) -> Optional[str]:
-        try:
-            found = first_break(invariant, ticks_of, _settled_of(args))
-        except Exception as error:  # a buggy step may raise anything; that is the finding
-            return f"the scenario raised {error!r}"
+        found = first_break(invariant, ticks_of, _settled_of(args), catch=True)
         return None if found is None else found[2]
 
     return replay
