@@ -26,7 +26,9 @@ within the preconditions; the body decides each field by branches
 (``settle_scenario``), so every CrossHair path is one plain scenario and the paths
 spread over the domain, then runs, untraced, every prefix of the three requests (1, 2
 or 3 of them) and every tick 0..MAX_TICKS of each prefix's run (``first_break``): one
-path checks the claim for up to 3 x 6 (call, tick) pairs of the domain.
+path checks the claim for up to 3 x 6 (call, tick) pairs of the domain.  The subject
+runs on plain values, so the solver reasons about the preconditions only, never about
+the scheduler's own branches: the search is a sample of the domain without repeats.
 
 Bounds.  The pre-states are the reachable ones of that domain, not every state the
 invariants admit (a pre-state is built by running the subject, so its allocator,
