@@ -15,22 +15,28 @@ What they establish.  For every state invariant of ``spec.serving.STATE_INVARIAN
   names.  No private field is read or set.
 
 What it assumes (the bounded domain, ``scenario_in_bounds``): 1 to ``MAX_REQUESTS``
-requests (at least 2 for ``slot_bound``, see ``FEWEST``) with ids 0, 1, 2 in FCFS
-order (arrivals nondecreasing by id), arrival 0..2, prompt 1..4, output 1..3, abort
-none or arrival..arrival+3; ``1 <= max_seqs <= 3``, ``1 <= token_budget <= 4``,
-``1 <= block_size <= 2``, ``1 <= num_blocks <= 4``, chunked prefill on or off; the
-call is valid (``spec.serving.is_valid``: every request fits the pool and, unchunked,
-the budget); the contract's tick follows ``ticks`` (0..MAX_TICKS) earlier ones.
+requests with ids 0, 1, 2 in FCFS order (arrivals nondecreasing by id), arrival 0..2,
+prompt 1..4, output 1..3, abort none or arrival..arrival+3; ``1 <= max_seqs <= 3``,
+``1 <= token_budget <= 4``, ``1 <= block_size <= 2``, ``1 <= num_blocks <= 4``, chunked
+prefill on or off; the call is valid (``spec.serving.is_valid``: every request fits the
+pool and, unchunked, the budget); the contract's tick follows 0..MAX_TICKS earlier ones.
+
+How it searches.  CrossHair chooses three symbolic request rows and a symbolic config
+within the preconditions; the body decides each field by branches
+(``settle_scenario``), so every CrossHair path is one plain scenario and the paths
+spread over the domain, then runs, untraced, every prefix of the three requests (1, 2
+or 3 of them) and every tick 0..MAX_TICKS of each prefix's run (``first_break``): one
+path checks the claim for up to 3 x 6 (call, tick) pairs of the domain.  The subject
+runs on plain values, so the solver reasons about the preconditions only, never about
+the scheduler's own branches: the search is a sample of the domain without repeats.
 
 Bounds.  The pre-states are the reachable ones of that domain, not every state the
 invariants admit (a pre-state is built by running the subject, so its allocator,
 queues and ledger are the subject's own; an arbitrary invariant-satisfying state is
-not reached).  The domain is finite, so ``confirmed`` would cover all of it, but
-CrossHair's budget never exhausts it: expect ``bounded`` (no counterexample within the
-planned time), evidence, never a proof.  In practice CrossHair realizes the symbolic
-request count at its lower bound on most paths, so most of a contract's paths have one
-request (two for ``slot_bound``); the injected bugs of tests/crosshair_serving_mutants.py
-are found that way (docs/crosshair.md).  Nothing runs at import time.
+not reached).  The domain is finite, so ``confirmed`` would mean CrossHair ran every
+scenario of it, but its budget never exhausts it: expect ``bounded`` (no counterexample
+among the scenarios its paths ran within the planned time), evidence, never a proof.
+Nothing runs at import time.
 """
 
 from __future__ import annotations
@@ -43,18 +49,13 @@ from proofs.symbolic.contracts import Contract
 
 MAX_REQUESTS = 3
 MAX_TICKS = 5  # ticks before the contract's one
-# The smallest request count a contract explores, where one request cannot break the invariant: CrossHair fixes
-# the symbolic count at its lower bound on nearly every path, so a contract that starts from one request spends
-# its time where slot_bound (max_seqs >= 1) cannot fail.
-FEWEST = {"slot_bound": 2}
 SUBJECTS = ("impl.ServingScheduler.step", "spec.serving.step")
 Row = tuple[int, int, int, int]  # (arrival, prompt, output, abort); abort < arrival means none
 
-BOUNDS = (f"one tick after <= {MAX_TICKS} ticks from the start of <= {MAX_REQUESTS} requests (>= 2 for slot_bound; "
-          "ids 0..2 in FCFS order, arrival 0..2, "
-          "prompt 1..4, output 1..3, abort none or arrival..arrival+3), max_seqs 1..3, token_budget 1..4, "
+BOUNDS = (f"one tick after <= {MAX_TICKS} ticks from the start of <= {MAX_REQUESTS} requests (ids 0..2 in FCFS order, "
+          "arrival 0..2, prompt 1..4, output 1..3, abort none or arrival..arrival+3), max_seqs 1..3, token_budget 1..4, "
           "block_size 1..2, num_blocks 1..4, chunked on/off, valid calls only; pre-states are those the subject "
-          "reaches, on which every state invariant holds")
+          "reaches, on which every state invariant holds; CrossHair's paths sample this finite domain")
 
 
 def call_from_args(max_seqs: int, token_budget: int, block_size: int, num_blocks: int, chunked: bool,
@@ -72,19 +73,70 @@ def call_from_args(max_seqs: int, token_budget: int, block_size: int, num_blocks
 
 
 def scenario_in_bounds(max_seqs: int, token_budget: int, block_size: int, num_blocks: int, rows,
-                       count: int, ticks: int, fewest: int = 1) -> bool:
-    """The explored domain (see the module docstring), ranges first so the solver settles them early;
-    ``fewest`` is the smallest request count explored (``FEWEST``)."""
+                       count: int, ticks: int) -> bool:
+    """The explored domain (see the module docstring), ranges first so the solver settles them early."""
     if not (1 <= max_seqs <= 3 and 1 <= token_budget <= 4 and 1 <= block_size <= 2 and 1 <= num_blocks <= 4):
         return False
-    if not (fewest <= count <= MAX_REQUESTS and 0 <= ticks <= MAX_TICKS):
+    if not (1 <= count <= MAX_REQUESTS and 0 <= ticks <= MAX_TICKS):
         return False
     previous = 0
-    for arrival, prompt, output, abort in rows[:count]:
+    for index, (arrival, prompt, output, abort) in enumerate(rows):
+        if index >= count:  # a comparison, not rows[:count]: a slice would realize count (see settle_scenario)
+            break
         if not (previous <= arrival <= 2 and 1 <= prompt <= 4 and 1 <= output <= 3 and -1 <= abort <= arrival + 3):
             return False
         previous = arrival  # ids follow FCFS order: the queue's order needs no symbolic sort
     return True
+
+
+def requests_fit(token_budget: int, block_size: int, num_blocks: int, chunked: bool, rows, count: int) -> bool:
+    """Each request's peak need fits the pool and, unchunked, the budget: ``spec.serving.domain.check_feasible`` as
+    arithmetic, so that the solver keeps the decided values inside the valid calls (``is_valid`` still decides)."""
+    for index, (_, prompt, output, _) in enumerate(rows):
+        if index >= count:
+            break
+        work = prompt + output - 1
+        if work > num_blocks * block_size or (not chunked and work > token_budget):
+            return False
+    return True
+
+
+def untraced(function: Callable, *args):
+    """``function(*args)`` with CrossHair's tracing paused while it is on: the arguments are plain values, so the run
+    is the same, at plain Python speed (a symbolic value reaching it would raise inside CrossHair, never pass)."""
+    from crosshair.tracers import NoTracing, is_tracing
+
+    if not is_tracing():
+        return function(*args)
+    with NoTracing():
+        return function(*args)
+
+
+def settle(value: int, low: int, high: int) -> int:
+    """The plain int equal to ``value``, which lies in ``low..high``, found by one equality test per candidate."""
+    for candidate in range(low, high):
+        if value == candidate:
+            return candidate
+    return high
+
+
+# CrossHair turns a symbolic int into a plain one (a ``range``, an index, a slice, a hash) by taking one model value
+# of the solver, and every later path through the same point takes that same value: a request count, say, stays at its
+# lower bound on nearly every path.  A branch (``value == candidate``) is explored both ways, so deciding every field
+# by branches first spreads CrossHair's paths over the whole domain, and the solver keeps each decision inside the
+# preconditions.  The set of scenarios is unchanged.
+def settle_scenario(max_seqs: int, token_budget: int, block_size: int, num_blocks: int, chunked: bool,
+                    rows) -> tuple:
+    """The scenario (inside ``scenario_in_bounds`` with all ``MAX_REQUESTS`` rows) as plain values decided by branches,
+    an abort below arrival (none) as -1."""
+    settled, previous = [], 0
+    for arrival, prompt, output, abort in rows:
+        arrival = settle(arrival, previous, 2)
+        abort = -1 if abort < arrival else settle(abort, arrival, arrival + 3)
+        settled.append((arrival, settle(prompt, 1, 4), settle(output, 1, 3), abort))
+        previous = arrival
+    return (settle(max_seqs, 1, 3), settle(token_budget, 1, 4), settle(block_size, 1, 2), settle(num_blocks, 1, 4),
+            True if chunked else False, tuple(settled))
 
 
 def all_invariants_hold(state: serving.State) -> bool:
@@ -92,37 +144,41 @@ def all_invariants_hold(state: serving.State) -> bool:
     return all(inv.holds(state) for inv in serving.STATE_INVARIANTS)
 
 
-def spec_scenario(config: dict, requests: list[dict], ticks: int):
-    """The spec's pre-state after ``ticks`` ticks and its post-state after one more, or (None, None, ()) outside the domain."""
+OUTSIDE = (None, None, ())  # a tick outside the contract's domain: the claim says nothing about it
+
+
+def spec_ticks(config: dict, requests: list[dict], last: int):
+    """For ticks 0..``last`` of the spec's run in turn: its pre-state, post-state and ``()``, or ``OUTSIDE`` when the
+    pre-state breaks an invariant; it stops when the run ends (and yields nothing for an invalid call)."""
     if not serving.is_valid(requests, config):
-        return None, None, ()
+        return
     state = serving.initial(requests, config)
-    for _ in range(ticks):
+    for _ in range(last + 1):
         if serving.is_terminal(state):
-            return None, None, ()
-        state = serving.step(state)
-    if serving.is_terminal(state) or not all_invariants_hold(state):
-        return None, None, ()
-    return state, serving.step(state), ()
+            return
+        after = serving.step(state)
+        yield (state, after, ()) if all_invariants_hold(state) else OUTSIDE
+        state = after
 
 
-def impl_scenario(make: Callable, config: dict, requests: list[dict], ticks: int):
-    """The same through the online protocol of the engine ``make(config)``: the state its entries imply, before and
-    after the contract's tick, and the problems (invariant, message) that tick showed in its entry or ``view()``."""
+def impl_ticks(make: Callable, config: dict, requests: list[dict], last: int):
+    """The same through the online protocol of the engine ``make(config)``: for ticks 0..``last`` in turn, the state
+    its entries imply before and after the tick and the problems (invariant, message) that tick showed in its entry or
+    ``view()``, or ``OUTSIDE``; it stops after a tick that showed a problem (every later tick is outside)."""
     from proofs.online.shadow import ServingShadow, entry_problem, is_idle
 
     if not serving.is_valid(requests, config):
-        return None, None, ()
+        return
     parsed, parsed_config = serving.validate(requests, config)
     order = sorted(parsed, key=fcfs_key)
     by_id = {request["id"]: request for request in requests}
     engine = make(dict(config))
     shadow = ServingShadow(parsed_config)
-    added, tick, done = 0, 0, 0
-    while True:
+    added, tick = 0, 0
+    for done in range(last + 1):
         if not shadow.live:
             if added == len(order):
-                return None, None, ()  # the run ended before the contract's tick
+                return  # the run ended
             tick = max(tick, order[added].arrival)
         while added < len(order) and order[added].arrival <= tick:
             request = order[added]
@@ -134,21 +190,20 @@ def impl_scenario(make: Callable, config: dict, requests: list[dict], ticks: int
             if abort is not None and abort <= tick and shadow.rows[request_id].request.abort is None:
                 engine.abort(request_id)
                 shadow.set_abort(request_id, tick)
-        last = done == ticks
-        if last:
-            before = shadow.state()
-            if not all_invariants_hold(before) or shadow.problems:
-                return None, None, ()
+        before = shadow.state()
+        inside = all_invariants_hold(before) and not shadow.problems
+        if not inside and done == last:
+            yield OUTSIDE  # the last tick asked for: no need to run it
+            return
         entry = engine.step()
-        problems = []
         if entry is not None and entry_problem(entry) is not None:
-            if not last:
-                return None, None, ()
-            return before, before, (("well_typed", entry_problem(entry)),)
+            if inside:
+                yield before, before, (("well_typed", entry_problem(entry)),)
+            return
+        problems, stalled = [], []
         if entry is None or is_idle(entry):
             shadow.clock = tick + 1
-            if last:
-                problems.append(("termination", f"tick {tick} did nothing while requests were live"))
+            stalled.append(("termination", f"tick {tick} did nothing while requests were live"))
         else:
             seen = len(shadow.problems)
             shadow.apply(tick, entry)
@@ -156,12 +211,27 @@ def impl_scenario(make: Callable, config: dict, requests: list[dict], ticks: int
         view = engine.view() if callable(getattr(engine, "view", None)) else None
         if view is not None:
             problems += [(name, message) for name, message, _ in shadow.view_problems(view, tick)]
-        if last:
-            return before, shadow.state(), tuple(problems)
+        yield (before, shadow.state(), tuple(stalled + problems)) if inside else OUTSIDE
         if problems:
-            return None, None, ()  # an earlier tick already broke something: outside this contract's domain
-        done += 1
+            return  # this tick broke something: every later tick is outside the domain
         tick += 1
+
+
+def _nth(outcomes, ticks: int):
+    for done, outcome in enumerate(outcomes):
+        if done == ticks:
+            return outcome
+    return OUTSIDE
+
+
+def spec_scenario(config: dict, requests: list[dict], ticks: int):
+    """The spec's pre-state after ``ticks`` ticks and its post-state after one more, or ``OUTSIDE`` (None, None, ())."""
+    return _nth(spec_ticks(config, requests, ticks), ticks)
+
+
+def impl_scenario(make: Callable, config: dict, requests: list[dict], ticks: int):
+    """The same through the online protocol of the engine ``make(config)`` (``impl_ticks``), or ``OUTSIDE``."""
+    return _nth(impl_ticks(make, config, requests, ticks), ticks)
 
 
 def post_holds(invariant: str, outcome) -> bool:
@@ -186,50 +256,82 @@ def why_not(invariant: str, outcome) -> Optional[str]:
             f"running={[(p.id, p.computed, p.generated, p.blocks) for p in after.running]}")
 
 
-def _scenario_of(subject: str, make: Callable | None) -> Callable:
+def _ticks_of(subject: str, make: Callable | None) -> Callable:
     if subject == "spec.serving.step":
-        return spec_scenario
-    return lambda config, requests, ticks: impl_scenario(make, config, requests, ticks)
+        return spec_ticks
+    return lambda config, requests, last: impl_ticks(make, config, requests, last)
+
+
+def first_break(invariant: str, ticks_of: Callable, settled: tuple, catch: bool = False) -> Optional[tuple]:
+    """The first (count, ticks, why) of a decided scenario whose tick breaks ``invariant``: for its first ``count``
+    requests (1..MAX_REQUESTS) in turn, each tick 0..MAX_TICKS of their run; None when none does (with ``catch``, a
+    run that raises is a break at the tick it reached, as the concrete replay reports it)."""
+    max_seqs, token_budget, block_size, num_blocks, chunked, rows = settled
+    for count in range(1, MAX_REQUESTS + 1):
+        requests, config = call_from_args(max_seqs, token_budget, block_size, num_blocks, chunked, rows, count)
+        ticks, outcomes = 0, ticks_of(config, requests, MAX_TICKS)
+        while True:
+            try:
+                outcome = next(outcomes, None)
+            except Exception as error:  # a buggy step may raise anything; outside CrossHair that is the finding
+                if not catch:
+                    raise
+                return count, ticks, f"the scenario raised {error!r}"
+            if outcome is None:
+                break
+            why = why_not(invariant, outcome)
+            if why is not None:
+                return count, ticks, why
+            ticks += 1
+    return None
 
 
 def step_contract(invariant: str, subject: str, make: Callable | None = None) -> Callable:
-    """The contract "a reachable pre-state that keeps every invariant still keeps ``invariant`` after one tick"."""
-    scenario = _scenario_of(subject, make)
-    fewest = FEWEST.get(invariant, 1)
+    """The contract "every reachable pre-state of a scenario that keeps every invariant still keeps ``invariant`` after
+    one tick", for each prefix of its requests and each tick of their run (``first_break``)."""
+    ticks_of = _ticks_of(subject, make)
 
     def serving_step_keeps(max_seqs: int, token_budget: int, block_size: int, num_blocks: int, chunked: bool,
-                           r0: Row, r1: Row, r2: Row, count: int, ticks: int) -> tuple:
+                           r0: Row, r1: Row, r2: Row) -> Optional[tuple]:
         """
-        pre: scenario_in_bounds(max_seqs, token_budget, block_size, num_blocks, (r0, r1, r2), count, ticks, fewest)
-        post: post_holds(invariant, __return__)
+        pre: scenario_in_bounds(max_seqs, token_budget, block_size, num_blocks, (r0, r1, r2), MAX_REQUESTS, 0)
+        pre: requests_fit(token_budget, block_size, num_blocks, chunked, (r0, r1, r2), MAX_REQUESTS)
+        post: __return__ is None
         """
-        assert invariant and fewest  # bound into this closure: the conditions read them
-        requests, config = call_from_args(max_seqs, token_budget, block_size, num_blocks, chunked, (r0, r1, r2), count)
-        return scenario(config, requests, ticks)
+        settled = settle_scenario(max_seqs, token_budget, block_size, num_blocks, chunked, (r0, r1, r2))
+        return untraced(first_break, invariant, ticks_of, settled)
 
     tag = "impl" if subject.startswith("impl") else "spec"
     serving_step_keeps.__name__ = serving_step_keeps.__qualname__ = f"serving_{tag}_step_keeps_{invariant}"
     return serving_step_keeps
 
 
-def plain_of(args: dict) -> dict:
-    """A scenario's arguments as plain data: the call, and how many ticks precede the contract's."""
-    rows = tuple(tuple(args[k]) for k in ("r0", "r1", "r2"))
-    requests, config = call_from_args(args["max_seqs"], args["token_budget"], args["block_size"], args["num_blocks"],
-                                      args["chunked"], rows, args["count"])
-    return {"requests": requests, "config": config, "ticks": args["ticks"]}
+def _settled_of(args: dict) -> tuple:
+    return (args["max_seqs"], args["token_budget"], args["block_size"], args["num_blocks"], args["chunked"],
+            tuple(tuple(args[k]) for k in ("r0", "r1", "r2")))
+
+
+def _plain_of(subject: str, make: Callable | None, invariant: str) -> Callable[[dict], dict]:
+    ticks_of = _ticks_of(subject, make)
+
+    def plain_of(args: dict) -> dict:
+        """A scenario's arguments as plain data: the call that breaks the claim (its first ``count`` requests) and how
+        many ticks precede the tick that breaks it (all three requests and ``ticks`` None when none does)."""
+        settled = _settled_of(args)
+        found = first_break(invariant, ticks_of, settled, catch=True)
+        count, ticks = (found[0], found[1]) if found else (MAX_REQUESTS, None)
+        requests, config = call_from_args(*settled, count)
+        return {"requests": requests, "config": config, "ticks": ticks}
+
+    return plain_of
 
 
 def _replay(subject: str, make: Callable | None, invariant: str) -> Callable[[dict], Optional[str]]:
-    scenario = _scenario_of(subject, make)
+    ticks_of = _ticks_of(subject, make)
 
     def replay(args: dict) -> Optional[str]:
-        plain = plain_of(args)
-        try:
-            outcome = scenario(plain["config"], plain["requests"], plain["ticks"])
-        except Exception as error:  # a buggy step may raise anything; that is the finding
-            return f"the scenario raised {error!r}"
-        return why_not(invariant, outcome)
+        found = first_break(invariant, ticks_of, _settled_of(args), catch=True)
+        return None if found is None else found[2]
 
     return replay
 
@@ -249,5 +351,5 @@ def serving_contracts(make: Callable | None = None, *, subjects: tuple[str, ...]
             raise ValueError(f"subject={subject!r}: expected one of {', '.join(SUBJECTS)}")
         for name in wanted:
             contracts.append(Contract(name, subject, step_contract(name, subject, make), _replay(subject, make, name),
-                                      plain_of))
+                                      _plain_of(subject, make, name)))
     return contracts
