@@ -1,6 +1,7 @@
 """Time spec.check against impl.schedule per input size: is the oracle as fast as the simulation, and linear?
 
     PYTHONPATH=. python benchmarks/bench_oracle.py [--sizes 1000,10000,100000,1000000] [--runs 3] [--no-loop]
+        [--baseline COMMIT]
 
 For each size n: n jobs of 1..19 tokens (about 10 services each) on 64 slots,
 arriving about as fast as the slots serve them (continuous batching), so n = 10^3..10^6
@@ -11,7 +12,9 @@ and the reference comparison; it must return [], asserted), and the chapter's pe
 loop (benchmarks/baselines/chapter_loop.py) unless ``--no-loop``.  Each time is given
 as wall-clock and as CPU time of this process (``time.process_time``), which a shared
 machine disturbs less; the ratio check / schedule is taken on CPU time, and the time
-per service shows whether the check is linear.
+per service shows whether the check is linear.  ``--baseline COMMIT`` also times the
+``spec.check`` of that commit (benchmarks/baselines/spec_at.py: imported beside this
+tree's, in this process, interleaved) and prints the ratio old check / this check.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import pathlib
 import random
 import statistics
 import sys
+import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -55,19 +59,26 @@ def main() -> int:
     parser.add_argument("--sizes", default="1000,10000,100000,1000000")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-loop", action="store_true")
+    parser.add_argument("--baseline", metavar="COMMIT", help="also time COMMIT's spec.check, side by side")
     args = parser.parse_args()
+    old_check = None
+    if args.baseline:
+        from benchmarks.baselines.spec_at import spec_at
+
+        old_check = spec_at(args.baseline, tempfile.mkdtemp())["spec"].check
     rows = [(int(n), 19) for n in args.sizes.split(",")] + [(100_000, 199)]
     print(f"median of {args.runs} runs, alternating, one process (python {sys.version.split()[0]}); "
           f"{SLOTS} slots, continuous; times in s, wall / cpu")
     header = f"{'jobs':>8} {'tokens':>7} {'services':>9} {'schedule':>15} {'check':>15}"
     header += "" if args.no_loop else f" {'chapter loop':>15}"
     header += f" {'check/schedule':>14} {'check ns/service':>16}"
+    header += f" {'check at ' + args.baseline:>17} {'old/this':>8}" if old_check else ""
     print(header)
     for count, most in rows:
         jobs = jobs_for(count, most)
         result = impl.schedule(jobs, SLOTS, True)
         services = result["busy_slots"]
-        times = {"schedule": [], "check": [], "loop": []}
+        times = {"schedule": [], "check": [], "loop": [], "old": []}
         for _ in range(args.runs):
             times["schedule"].append(timed(impl.schedule, jobs, SLOTS, True)[:2])
             wall, cpu, verdict = timed(spec.check, jobs, SLOTS, True, result)
@@ -75,11 +86,17 @@ def main() -> int:
             times["check"].append((wall, cpu))
             if not args.no_loop:
                 times["loop"].append(timed(chapter_loop.schedule, jobs, SLOTS, True)[:2])
+            if old_check:
+                wall, cpu, verdict = timed(old_check, jobs, SLOTS, True, result)
+                assert verdict == [], verdict
+                times["old"].append((wall, cpu))
         med = {key: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for key, v in times.items() if v}
         line = f"{count:>8} {'1..' + str(most):>7} {services:>9}"
         for key in ("schedule", "check") + (() if args.no_loop else ("loop",)):
             line += f" {med[key][0]:>7.3f}/{med[key][1]:<7.3f}"
         line += f" {med['check'][1] / med['schedule'][1]:>14.2f} {1e9 * med['check'][1] / services:>16.0f}"
+        if old_check:
+            line += f" {med['old'][0]:>7.3f}/{med['old'][1]:<9.3f} {med['old'][1] / med['check'][1]:>8.2f}"
         print(line, flush=True)
     return 0
 

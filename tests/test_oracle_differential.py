@@ -12,11 +12,8 @@ reference passed in.  Every Violation must be equal field by field.
 from __future__ import annotations
 
 import copy
-import importlib
 import pathlib
 import random
-import subprocess
-import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,33 +22,20 @@ from hypothesis import strategies as st
 import impl
 import spec
 import spec.serving
+from benchmarks.baselines.spec_at import spec_at
 from proofs.search import serving as serving_strategies
 from proofs.search import strategies
 from tests.test_replay_paths import corrupt
 
 BASELINE = "46d92ce"  # the tree before the oracle's speed-up of issue 13 (docs/performance.md)
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def baseline(tmp_path_factory):
     """The modules ``spec`` and ``spec.serving`` as they were at BASELINE, imported under their own names."""
-    scratch = tmp_path_factory.mktemp("baseline")
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", BASELINE, "spec"], check=True, capture_output=True)
-    subprocess.run(["tar", "-x", "-C", str(scratch)], input=archive.stdout, check=True)
-    current = {name: module for name, module in sys.modules.items() if name == "spec" or name.startswith("spec.")}
-    for name in current:
-        del sys.modules[name]
-    sys.path.insert(0, str(scratch))
-    try:
-        old = importlib.import_module("spec"), importlib.import_module("spec.serving")
-    finally:
-        sys.path.remove(str(scratch))
-        for name in [n for n in sys.modules if n == "spec" or n.startswith("spec.")]:
-            del sys.modules[name]
-        sys.modules.update(current)
-    assert old[0].check is not spec.check and old[0].__file__.startswith(str(scratch)), "the baseline is not BASELINE's"
-    return old
+    old = spec_at(BASELINE, tmp_path_factory.mktemp("baseline"))
+    assert old["spec"].check is not spec.check
+    return old["spec"], old["spec.serving"]
 
 
 def typed_wrong(rng: random.Random, result: dict, shape: str) -> dict:
