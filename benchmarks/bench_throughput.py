@@ -24,6 +24,14 @@ before/after figure.
 
     python benchmarks/bench_throughput.py [--model chapter|serving] [--calls 1000] [--runs 3]
         [--baseline 70a90c8 [--search-examples 300 | --verify-examples 300]] [--old]
+    python benchmarks/bench_throughput.py --bound 300 [--model chapter|serving] [--runs 3]
+
+``--bound N`` measures what bounds the search's calls per second whatever the harness
+does: Hypothesis running the search's own strategy (``model.valid_calls()``, the
+search's settings, seed 0, N examples) over a test that does nothing, that only
+``steer``s (the two reference runs and Hypothesis's targets), and that also calls the
+target in this process and judges it with the full oracle; CPU ms per example and the
+calls per CPU second each allows, the runs interleaved.
 """
 
 from __future__ import annotations
@@ -51,14 +59,18 @@ MAX_JOBS = 30
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def drawn_calls(model, count: int) -> list:
-    """``count`` valid calls of at most MAX_JOBS jobs (requests), drawn by the search's strategies, derandomised."""
+def small_strategy(model):
+    """The search's strategy of valid calls of at most MAX_JOBS jobs (requests)."""
     if model.name == "chapter":
         from proofs.search import strategies
 
-        strategy = strategies.valid_calls(max_jobs=MAX_JOBS, large=False)
-    else:
-        strategy = model.valid_calls(max_jobs=MAX_JOBS)
+        return strategies.valid_calls(max_jobs=MAX_JOBS, large=False)
+    return model.valid_calls(max_jobs=MAX_JOBS)
+
+
+def drawn_calls(model, count: int) -> list:
+    """``count`` valid calls of at most MAX_JOBS jobs (requests), drawn by the search's strategies, derandomised."""
+    strategy = small_strategy(model)
     calls: list = []
 
     @settings(max_examples=count, database=None, derandomize=True, phases=[Phase.generate], deadline=None,
@@ -222,6 +234,52 @@ def verify_table(model: str, examples: int, runs: int, commit: str, tree: str) -
               f"conformance {statistics.median(v[1] for v in values):7.1f} calls/s")
 
 
+def hypothesis_cost(model, strategy, examples: int, body) -> float:
+    """CPU ms per example of a Hypothesis run of the search's strategy with the search's settings over ``body``."""
+    from hypothesis import Verbosity
+    from hypothesis import seed as seeded
+
+    from proofs.sandbox import harness_collector
+
+    count = [0]
+
+    def test(call):
+        count[0] += 1
+        body(call)
+
+    runner = settings(max_examples=examples, deadline=None, derandomize=False, database=None,
+                      suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+                      verbosity=Verbosity.quiet, print_blob=False)(given(strategy)(test))
+    runner = seeded(0)(runner)
+    with harness_collector():  # what the search runs under
+        started = time.process_time()
+        runner()
+        return 1e3 * (time.process_time() - started) / count[0]
+
+
+def bound_table(model, examples: int, runs: int) -> None:
+    """What Hypothesis alone, and Hypothesis with the oracle, cost per example: the ceiling on calls per second."""
+    function = load_callable(parse_target(model.default_target))
+    bodies = {
+        "Hypothesis alone (test does nothing)": lambda call: None,
+        "+ steer (reference runs, targets)": model.steer,
+        "+ target and full oracle, in-process": lambda call: model.check(call, function(*call), model.steer(call)),
+    }
+    for label, strategy in (("the search's own strategy", model.valid_calls()),
+                            (f"calls of at most {MAX_JOBS} {model.noun[1]}", small_strategy(model))):
+        costs: dict = {name: [] for name in bodies}
+        hypothesis_cost(model, strategy, examples, model.steer)  # warm: the strategies' memo (proofs/search/built.py)
+        for _ in range(runs):
+            for name, body in bodies.items():
+                costs[name].append(hypothesis_cost(model, strategy, examples, body))
+        print(f"--model {model.name}, {label}: the search's settings, seed 0, {examples} examples, median of {runs} "
+              f"(CPU ms per example):")
+        for name, values in costs.items():
+            median = statistics.median(values)
+            print(f"  {name:40} {median:7.2f} ms  -> at most {1e3 / median:6.0f} calls per CPU second  "
+                  f"(runs: {', '.join(f'{v:.2f}' for v in values)})", flush=True)
+
+
 def breakdown(model, function, calls) -> str:
     """Where one call's time goes in this process: the target, the reference run, the oracle given it, the result's pickle."""
     from proofs.sandbox import harness_collector
@@ -253,10 +311,15 @@ def main() -> int:
                         help="with --baseline: time whole `schedcheck verify --examples N` runs on both trees instead")
     parser.add_argument("--search-examples", type=int, metavar="N",
                         help="with --baseline: time the conformance search alone (N examples) on both trees instead")
+    parser.add_argument("--bound", type=int, metavar="N",
+                        help="only the ceiling: Hypothesis's own cost per example with the search's strategy (N examples)")
     parser.add_argument("--baseline", metavar="COMMIT",
                         help="also run the old path on COMMIT's tree (git archive), one run interleaved with each of ours")
     args = parser.parse_args()
     model = models.get(args.model)
+    if args.bound:
+        bound_table(model, args.bound, args.runs)
+        return 0
     if args.search_examples:  # only the conformance search, both trees
         if not args.baseline:
             parser.error("--search-examples needs --baseline COMMIT")
