@@ -6,7 +6,8 @@ a rule.  Here the spec package of commit BASELINE (from this repository's histor
 (the search's own strategies) and results: our impl's, and those results corrupted
 (a served list reversed, cut or lengthened, a tick moved, an entry dropped or
 repeated, a record's field changed, an id of the wrong type, ...), with and without the
-reference passed in.  Every Violation must be equal field by field.
+reference passed in.  Every Violation must be equal field by field, and the reference
+runs (``spec.run``, ``spec.serving.run``) equal.
 """
 
 from __future__ import annotations
@@ -113,6 +114,7 @@ RUNS = settings(max_examples=300, deadline=None, database=None, suppress_health_
 @given(strategies.valid_calls(max_jobs=12, large=False), st.randoms(use_true_random=False), st.sampled_from(("ours", "corrupted", "typed")))
 def test_the_chapter_oracle_finds_what_the_baseline_found(baseline, call, rng, kind):
     result = impl.schedule(*call)
+    assert spec.run(*call) == baseline[0].run(*call)
     if kind == "corrupted":
         result = corrupt(rng, result)
     elif kind == "typed":
@@ -127,6 +129,7 @@ def test_the_chapter_oracle_finds_what_the_baseline_found(baseline, call, rng, k
 @given(serving_strategies.valid_calls(max_requests=8), st.randoms(use_true_random=False), st.sampled_from(("ours", "corrupted", "typed")))
 def test_the_serving_oracle_finds_what_the_baseline_found(baseline, call, rng, kind):
     result = impl.serve(*call)
+    assert spec.serving.run(*call) == baseline[1].run(*call)
     if kind == "corrupted":
         result = corrupt_serving(rng, result)
     elif kind == "typed":

@@ -28,6 +28,8 @@ Everything here is pure: a step returns a new State and never mutates its argume
 from __future__ import annotations
 
 from collections import deque
+from itertools import count as naturals
+from itertools import filterfalse, islice
 from typing import NamedTuple
 
 from spec.serving.domain import Config, Request, blocks_for, check_feasible, fcfs_key, validate
@@ -114,13 +116,7 @@ def is_terminal(state: State) -> bool:
 
 def _lowest_free(held: set[int], count: int) -> tuple[int, ...]:
     """The ``count`` lowest block ids not in ``held`` (the caller knows that many are free)."""
-    taken = []
-    block = 0
-    while len(taken) < count:
-        if block not in held:
-            taken.append(block)
-        block += 1
-    return tuple(taken)
+    return tuple(islice(filterfalse(held.__contains__, naturals()), count))
 
 
 def _aborting(progress: Progress, tick: int) -> bool:
@@ -229,7 +225,10 @@ def step(state: State) -> State:
         if computed == r.known:
             generated += 1
             first_token = tick + 1 if first_token is None else first_token
-        r = r._replace(computed=computed, generated=generated, first_token=first_token, total=r.total + n)
+        r = Progress(  # r._replace(computed=, generated=, first_token=, total=), built at once (it is per service)
+            r.request, computed, generated, r.blocks, r.start, first_token, r.preemptions, r.total + n, r.recomputed,
+            r.admitted,
+        )
         computed_now += n
         if generated == r.request.output:
             useful_now += r.request.work
