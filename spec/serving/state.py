@@ -119,10 +119,6 @@ def _lowest_free(held: set[int], count: int) -> tuple[int, ...]:
     return tuple(islice(filterfalse(held.__contains__, naturals()), count))
 
 
-def _aborting(progress: Progress, tick: int) -> bool:
-    return progress.request.abort is not None and progress.request.abort <= tick
-
-
 def step(state: State) -> State:
     """Run one tick: leave, abort, jump, running pass, waiting pass, compute (see the module docstring)."""
     assert not is_terminal(state), "step() of a terminal state"
@@ -131,7 +127,7 @@ def step(state: State) -> State:
     waiting = list(state.waiting)
     running = list(state.running)
     while True:  # steps 2 and 3: aborts, then the idle jump to the earliest waiting arrival
-        leaving = [p for p in waiting + running if _aborting(p, tick)]
+        leaving = [p for p in waiting + running if p.request.abort is not None and p.request.abort <= tick]
         if leaving or running or any(p.request.arrival <= tick for p in waiting):
             break
         tick = min(p.request.arrival for p in waiting)
@@ -143,7 +139,9 @@ def step(state: State) -> State:
         running = [p for p in running if p.id not in gone]
     freed = [(p.id, p.blocks) for p in leaving if p.blocks]
     aborted = tuple(Ended(p._replace(blocks=()), tick) for p in leaving)
-    ledger = state.ledger._replace(aborted=state.ledger.aborted + sum(p.computed for p in leaving))
+    ledger = state.ledger
+    if leaving:
+        ledger = ledger._replace(aborted=ledger.aborted + sum(p.computed for p in leaving))
     held = {block for p in running for block in p.blocks}
 
     scheduled: list[tuple[int, int]] = []
@@ -237,7 +235,7 @@ def step(state: State) -> State:
         else:
             still_running.append(r)
 
-    ledger = ledger._replace(computed=ledger.computed + computed_now, useful=ledger.useful + useful_now)
+    ledger = Ledger(ledger.computed + computed_now, ledger.useful + useful_now, ledger.recomputed, ledger.aborted)
     entry = Entry(
         tick,
         tuple(scheduled),
