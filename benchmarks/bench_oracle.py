@@ -1,7 +1,7 @@
 """Time spec.check against impl.schedule per input size: is the oracle as fast as the simulation, and linear?
 
     PYTHONPATH=. python benchmarks/bench_oracle.py [--sizes 1000,10000,100000,1000000] [--runs 3] [--no-loop]
-        [--baseline COMMIT]
+        [--baseline COMMIT] [--phases]
 
 For each size n: n jobs of 1..19 tokens (about 10 services each) on 64 slots,
 arriving about as fast as the slots serve them (continuous batching), so n = 10^3..10^6
@@ -15,6 +15,9 @@ machine disturbs less; the ratio check / schedule is taken on CPU time, and the 
 per service shows whether the check is linear.  ``--baseline COMMIT`` also times the
 ``spec.check`` of that commit (benchmarks/baselines/spec_at.py: imported beside this
 tree's, in this process, interleaved) and prints the ratio old check / this check.
+``--phases`` prints, per row, where one check's CPU time goes (the domain check, the
+well-typed reading, the replay of the trace, the records and totals, the reference
+run compared as it is made), median of ``--runs``, for this tree and the baseline.
 """
 
 from __future__ import annotations
@@ -49,6 +52,34 @@ def timed(function, *args) -> tuple[float, float, object]:
     return time.perf_counter() - wall, time.process_time() - cpu, out
 
 
+def phases(spec_modules: dict, jobs: list, result: dict, runs: int) -> dict:
+    """CPU seconds of each phase of ``spec.check`` (``spec_modules``: a tree's modules by name), median of ``runs``."""
+    validate = spec_modules["spec.domain"].validate
+    observe = spec_modules["spec.observation"].observe
+    replay = spec_modules["spec.result_checks"].Replay
+    compare = spec_modules["spec.oracle"]._differs_from_the_run
+    times: dict = {}
+    for _ in range(runs):
+        gc.collect()
+        gc.disable()
+        marks = [time.process_time()]
+        parsed = validate(jobs, SLOTS, True)
+        marks.append(time.process_time())
+        obs = observe(parsed, SLOTS, True, result)
+        marks.append(time.process_time())
+        state = replay(obs.jobs, SLOTS, True)
+        state.replay_trace(obs.ticks, obs.served)
+        marks.append(time.process_time())
+        state.close(obs.completed, obs.result)
+        marks.append(time.process_time())
+        assert not state.found and compare(parsed, SLOTS, True, obs) is None
+        marks.append(time.process_time())
+        gc.enable()
+        for name, start, end in zip(("validate", "observe", "replay", "records", "reference"), marks, marks[1:]):
+            times.setdefault(name, []).append(end - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def main() -> int:
     sys.path.insert(0, str(ROOT))
     import impl
@@ -60,12 +91,18 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-loop", action="store_true")
     parser.add_argument("--baseline", metavar="COMMIT", help="also time COMMIT's spec.check, side by side")
+    parser.add_argument("--phases", action="store_true", help="also where each check's time goes")
     args = parser.parse_args()
-    old_check = None
+    old_check = old_modules = None
     if args.baseline:
         from benchmarks.baselines.spec_at import spec_at
 
-        old_check = spec_at(args.baseline, tempfile.mkdtemp())["spec"].check
+        old_modules = spec_at(args.baseline, tempfile.mkdtemp())
+        old_check = old_modules["spec"].check
+    trees = {"this tree": {name: module for name, module in sys.modules.items() if name.startswith("spec")}}
+    if old_modules:
+        trees[args.baseline] = old_modules
+    phase_lines = []
     rows = [(int(n), 19) for n in args.sizes.split(",")] + [(100_000, 199)]
     print(f"median of {args.runs} runs, alternating, one process (python {sys.version.split()[0]}); "
           f"{SLOTS} slots, continuous; times in s, wall / cpu")
@@ -98,6 +135,15 @@ def main() -> int:
         if old_check:
             line += f" {med['old'][0]:>7.3f}/{med['old'][1]:<9.3f} {med['old'][1] / med['check'][1]:>8.2f}"
         print(line, flush=True)
+        if args.phases:
+            for tree, modules in trees.items():
+                cost = phases(modules, jobs, result, args.runs)
+                phase_lines.append(f"{count:>8} {'1..' + str(most):>7} {tree:>10}  " + "  ".join(
+                    f"{name} {1e3 * seconds:7.1f}" for name, seconds in cost.items()) +
+                    f"  sum {1e3 * sum(cost.values()):7.1f}")
+    if phase_lines:
+        print(f"where a check's CPU time goes (ms, median of {args.runs}):")
+        print("\n".join(phase_lines))
     return 0
 
 

@@ -234,18 +234,22 @@ def verify_table(model: str, examples: int, runs: int, commit: str, tree: str) -
               f"conformance {statistics.median(v[1] for v in values):7.1f} calls/s")
 
 
-def hypothesis_cost(model, strategy, examples: int, body) -> float:
-    """CPU ms per example of a Hypothesis run of the search's strategy with the search's settings over ``body``."""
+def hypothesis_cost(model, strategy, examples: int, body) -> tuple[float, float]:
+    """(CPU ms per example of a Hypothesis run of the search's strategy and settings over ``body``, of which in ``body``)."""
     from hypothesis import Verbosity
     from hypothesis import seed as seeded
 
     from proofs.sandbox import harness_collector
 
-    count = [0]
+    count, inside = [0], [0.0]
 
     def test(call):
         count[0] += 1
-        body(call)
+        started = time.process_time()
+        try:
+            body(call)
+        finally:
+            inside[0] += time.process_time() - started
 
     runner = settings(max_examples=examples, deadline=None, derandomize=False, database=None,
                       suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
@@ -254,16 +258,18 @@ def hypothesis_cost(model, strategy, examples: int, body) -> float:
     with harness_collector():  # what the search runs under
         started = time.process_time()
         runner()
-        return 1e3 * (time.process_time() - started) / count[0]
+        total = time.process_time() - started
+    return 1e3 * total / count[0], 1e3 * inside[0] / count[0]
 
 
 def bound_table(model, examples: int, runs: int) -> None:
-    """What Hypothesis alone, and Hypothesis with the oracle, cost per example: the ceiling on calls per second."""
+    """What Hypothesis itself costs per example (all but the test's body), with the test doing nothing, only
+    steering, or also calling the target and judging it: the ceiling on calls per second."""
     function = load_callable(parse_target(model.default_target))
     bodies = {
-        "Hypothesis alone (test does nothing)": lambda call: None,
-        "+ steer (reference runs, targets)": model.steer,
-        "+ target and full oracle, in-process": lambda call: model.check(call, function(*call), model.steer(call)),
+        "test does nothing": lambda call: None,
+        "steer (reference runs, targets)": model.steer,
+        "steer + target + full oracle": lambda call: model.check(call, function(*call), model.steer(call)),
     }
     for label, strategy in (("the search's own strategy", model.valid_calls()),
                             (f"calls of at most {MAX_JOBS} {model.noun[1]}", small_strategy(model))):
@@ -273,11 +279,14 @@ def bound_table(model, examples: int, runs: int) -> None:
             for name, body in bodies.items():
                 costs[name].append(hypothesis_cost(model, strategy, examples, body))
         print(f"--model {model.name}, {label}: the search's settings, seed 0, {examples} examples, median of {runs} "
-              f"(CPU ms per example):")
+              f"(CPU ms per example: the whole example, the test's body, Hypothesis's own = the rest):")
         for name, values in costs.items():
-            median = statistics.median(values)
-            print(f"  {name:40} {median:7.2f} ms  -> at most {1e3 / median:6.0f} calls per CPU second  "
-                  f"(runs: {', '.join(f'{v:.2f}' for v in values)})", flush=True)
+            total = statistics.median(v[0] for v in values)
+            inside = statistics.median(v[1] for v in values)
+            own = statistics.median(v[0] - v[1] for v in values)
+            print(f"  {name:32} whole {total:6.2f}  body {inside:5.2f}  Hypothesis {own:5.2f} ms "
+                  f"-> at most {1e3 / own:5.0f} calls per CPU second  "
+                  f"(Hypothesis's own, runs: {', '.join(f'{v[0] - v[1]:.2f}' for v in values)})", flush=True)
 
 
 def breakdown(model, function, calls) -> str:
