@@ -25,13 +25,17 @@ before/after figure.
     python benchmarks/bench_throughput.py [--model chapter|serving] [--calls 1000] [--runs 3]
         [--baseline 70a90c8 [--search-examples 300 | --verify-examples 300]] [--old]
     python benchmarks/bench_throughput.py --bound 300 [--model chapter|serving] [--runs 3]
+    python benchmarks/bench_throughput.py --check-baseline 46d92ce [--model chapter|serving] [--calls 1000] [--runs 3]
 
 ``--bound N`` measures what bounds the search's calls per second whatever the harness
 does: Hypothesis running the search's own strategy (``model.valid_calls()``, the
 search's settings, seed 0, N examples) over a test that does nothing, that only
 ``steer``s (the two reference runs and Hypothesis's targets), and that also calls the
 target in this process and judges it with the full oracle; CPU ms per example and the
-calls per CPU second each allows, the runs interleaved.
+calls per CPU second each allows, the runs interleaved.  ``--check-baseline COMMIT``
+times only the oracle per call on the drawn calls (the model's check of our impl's
+result, given the reference as the search gives it, and without it), this tree's
+against COMMIT's spec imported beside it (benchmarks/baselines/spec_at.py), interleaved.
 """
 
 from __future__ import annotations
@@ -289,6 +293,35 @@ def bound_table(model, examples: int, runs: int) -> None:
                   f"(Hypothesis's own, runs: {', '.join(f'{v[0] - v[1]:.2f}' for v in values)})", flush=True)
 
 
+def check_table(model, calls: list, runs: int, commit: str) -> None:
+    """The oracle alone per call, this tree's against ``commit``'s, with and without the reference."""
+    from benchmarks.baselines.spec_at import spec_at
+    from proofs.sandbox import harness_collector
+
+    sys.path.insert(0, str(ROOT))
+    old = spec_at(commit, tempfile.mkdtemp())["spec" if model.name == "chapter" else "spec.serving"]
+    new = sys.modules["spec" if model.name == "chapter" else "spec.serving"]
+    function = load_callable(parse_target(model.default_target))
+    results = [function(*call) for call in calls]
+    references = [model.reference(call) for call in calls]
+    times: dict = {}
+    with harness_collector():
+        for _ in range(runs):
+            for tree, module in ((commit, old), ("this tree", new)):
+                for given_reference in (True, False):
+                    started = time.process_time()
+                    for call, result, reference in zip(calls, results, references):
+                        found = module.check(*call, result, reference if given_reference else None)
+                        assert not found, found[0]
+                    times.setdefault((tree, given_reference), []).append(
+                        1e3 * (time.process_time() - started) / len(calls))
+    print(f"--model {model.name}: the oracle alone on {len(calls)} drawn calls, median of {runs} (CPU ms per call):")
+    for given_reference in (True, False):
+        what = "given the reference" if given_reference else "reference run inside"
+        was, now = (statistics.median(times[(tree, given_reference)]) for tree in (commit, "this tree"))
+        print(f"  check {what:22} {commit} {was:6.3f}  this tree {now:6.3f}  -> {was / now:.2f}x")
+
+
 def breakdown(model, function, calls) -> str:
     """Where one call's time goes in this process: the target, the reference run, the oracle given it, the result's pickle."""
     from proofs.sandbox import harness_collector
@@ -322,6 +355,8 @@ def main() -> int:
                         help="with --baseline: time the conformance search alone (N examples) on both trees instead")
     parser.add_argument("--bound", type=int, metavar="N",
                         help="only the ceiling: Hypothesis's own cost per example with the search's strategy (N examples)")
+    parser.add_argument("--check-baseline", metavar="COMMIT",
+                        help="only the oracle per call on the drawn calls, this tree's against COMMIT's spec")
     parser.add_argument("--baseline", metavar="COMMIT",
                         help="also run the old path on COMMIT's tree (git archive), one run interleaved with each of ours")
     args = parser.parse_args()
@@ -342,6 +377,9 @@ def main() -> int:
             verify_table(model.name, args.verify_examples, args.runs, args.baseline, old_tree(args.baseline, scratch))
         return 0
     calls = drawn_calls(model, args.calls)
+    if args.check_baseline:
+        check_table(model, calls, args.runs, args.check_baseline)
+        return 0
     target = parse_target(model.default_target)
     function = load_callable(target)
     if args.old:
