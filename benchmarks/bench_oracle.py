@@ -1,6 +1,7 @@
 """Time spec.check against impl.schedule per input size: is the oracle as fast as the simulation, and linear?
 
     PYTHONPATH=. python benchmarks/bench_oracle.py [--sizes 1000,10000,100000,1000000] [--runs 3] [--no-loop]
+        [--baseline COMMIT] [--phases]
 
 For each size n: n jobs of 1..19 tokens (about 10 services each) on 64 slots,
 arriving about as fast as the slots serve them (continuous batching), so n = 10^3..10^6
@@ -11,7 +12,12 @@ and the reference comparison; it must return [], asserted), and the chapter's pe
 loop (benchmarks/baselines/chapter_loop.py) unless ``--no-loop``.  Each time is given
 as wall-clock and as CPU time of this process (``time.process_time``), which a shared
 machine disturbs less; the ratio check / schedule is taken on CPU time, and the time
-per service shows whether the check is linear.
+per service shows whether the check is linear.  ``--baseline COMMIT`` also times the
+``spec.check`` of that commit (benchmarks/baselines/spec_at.py: imported beside this
+tree's, in this process, interleaved) and prints the ratio old check / this check.
+``--phases`` prints, per row, where one check's CPU time goes (the domain check, the
+well-typed reading, the replay of the trace, the records and totals, the reference
+run compared as it is made), median of ``--runs``, for this tree and the baseline.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import pathlib
 import random
 import statistics
 import sys
+import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -45,6 +52,34 @@ def timed(function, *args) -> tuple[float, float, object]:
     return time.perf_counter() - wall, time.process_time() - cpu, out
 
 
+def phases(spec_modules: dict, jobs: list, result: dict, runs: int) -> dict:
+    """CPU seconds of each phase of ``spec.check`` (``spec_modules``: a tree's modules by name), median of ``runs``."""
+    validate = spec_modules["spec.domain"].validate
+    observe = spec_modules["spec.observation"].observe
+    replay = spec_modules["spec.result_checks"].Replay
+    compare = spec_modules["spec.oracle"]._differs_from_the_run
+    times: dict = {}
+    for _ in range(runs):
+        gc.collect()
+        gc.disable()
+        marks = [time.process_time()]
+        parsed = validate(jobs, SLOTS, True)
+        marks.append(time.process_time())
+        obs = observe(parsed, SLOTS, True, result)
+        marks.append(time.process_time())
+        state = replay(obs.jobs, SLOTS, True)
+        state.replay_trace(obs.ticks, obs.served)
+        marks.append(time.process_time())
+        state.close(obs.completed, obs.result)
+        marks.append(time.process_time())
+        assert not state.found and compare(parsed, SLOTS, True, obs) is None
+        marks.append(time.process_time())
+        gc.enable()
+        for name, start, end in zip(("validate", "observe", "replay", "records", "reference"), marks, marks[1:]):
+            times.setdefault(name, []).append(end - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def main() -> int:
     sys.path.insert(0, str(ROOT))
     import impl
@@ -55,19 +90,32 @@ def main() -> int:
     parser.add_argument("--sizes", default="1000,10000,100000,1000000")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-loop", action="store_true")
+    parser.add_argument("--baseline", metavar="COMMIT", help="also time COMMIT's spec.check, side by side")
+    parser.add_argument("--phases", action="store_true", help="also where each check's time goes")
     args = parser.parse_args()
+    old_check = old_modules = None
+    if args.baseline:
+        from benchmarks.baselines.spec_at import spec_at
+
+        old_modules = spec_at(args.baseline, tempfile.mkdtemp())
+        old_check = old_modules["spec"].check
+    trees = {"this tree": {name: module for name, module in sys.modules.items() if name.startswith("spec")}}
+    if old_modules:
+        trees[args.baseline] = old_modules
+    phase_lines = []
     rows = [(int(n), 19) for n in args.sizes.split(",")] + [(100_000, 199)]
     print(f"median of {args.runs} runs, alternating, one process (python {sys.version.split()[0]}); "
           f"{SLOTS} slots, continuous; times in s, wall / cpu")
     header = f"{'jobs':>8} {'tokens':>7} {'services':>9} {'schedule':>15} {'check':>15}"
     header += "" if args.no_loop else f" {'chapter loop':>15}"
     header += f" {'check/schedule':>14} {'check ns/service':>16}"
+    header += f" {'check at ' + args.baseline:>17} {'old/this':>8}" if old_check else ""
     print(header)
     for count, most in rows:
         jobs = jobs_for(count, most)
         result = impl.schedule(jobs, SLOTS, True)
         services = result["busy_slots"]
-        times = {"schedule": [], "check": [], "loop": []}
+        times = {"schedule": [], "check": [], "loop": [], "old": []}
         for _ in range(args.runs):
             times["schedule"].append(timed(impl.schedule, jobs, SLOTS, True)[:2])
             wall, cpu, verdict = timed(spec.check, jobs, SLOTS, True, result)
@@ -75,12 +123,27 @@ def main() -> int:
             times["check"].append((wall, cpu))
             if not args.no_loop:
                 times["loop"].append(timed(chapter_loop.schedule, jobs, SLOTS, True)[:2])
+            if old_check:
+                wall, cpu, verdict = timed(old_check, jobs, SLOTS, True, result)
+                assert verdict == [], verdict
+                times["old"].append((wall, cpu))
         med = {key: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for key, v in times.items() if v}
         line = f"{count:>8} {'1..' + str(most):>7} {services:>9}"
         for key in ("schedule", "check") + (() if args.no_loop else ("loop",)):
             line += f" {med[key][0]:>7.3f}/{med[key][1]:<7.3f}"
         line += f" {med['check'][1] / med['schedule'][1]:>14.2f} {1e9 * med['check'][1] / services:>16.0f}"
+        if old_check:
+            line += f" {med['old'][0]:>7.3f}/{med['old'][1]:<9.3f} {med['old'][1] / med['check'][1]:>8.2f}"
         print(line, flush=True)
+        if args.phases:
+            for tree, modules in trees.items():
+                cost = phases(modules, jobs, result, args.runs)
+                phase_lines.append(f"{count:>8} {'1..' + str(most):>7} {tree:>10}  " + "  ".join(
+                    f"{name} {1e3 * seconds:7.1f}" for name, seconds in cost.items()) +
+                    f"  sum {1e3 * sum(cost.values()):7.1f}")
+    if phase_lines:
+        print(f"where a check's CPU time goes (ms, median of {args.runs}):")
+        print("\n".join(phase_lines))
     return 0
 
 

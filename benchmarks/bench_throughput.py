@@ -24,6 +24,18 @@ before/after figure.
 
     python benchmarks/bench_throughput.py [--model chapter|serving] [--calls 1000] [--runs 3]
         [--baseline 70a90c8 [--search-examples 300 | --verify-examples 300]] [--old]
+    python benchmarks/bench_throughput.py --bound 300 [--model chapter|serving] [--runs 3]
+    python benchmarks/bench_throughput.py --check-baseline 46d92ce [--model chapter|serving] [--calls 1000] [--runs 3]
+
+``--bound N`` measures what bounds the search's calls per second whatever the harness
+does: Hypothesis running the search's own strategy (``model.valid_calls()``, the
+search's settings, seed 0, N examples) over a test that does nothing, that only
+``steer``s (the two reference runs and Hypothesis's targets), and that also calls the
+target in this process and judges it with the full oracle; CPU ms per example and the
+calls per CPU second each allows, the runs interleaved.  ``--check-baseline COMMIT``
+times only the oracle per call on the drawn calls (the model's check of our impl's
+result, given the reference as the search gives it, and without it), this tree's
+against COMMIT's spec imported beside it (benchmarks/baselines/spec_at.py), interleaved.
 """
 
 from __future__ import annotations
@@ -51,14 +63,18 @@ MAX_JOBS = 30
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def drawn_calls(model, count: int) -> list:
-    """``count`` valid calls of at most MAX_JOBS jobs (requests), drawn by the search's strategies, derandomised."""
+def small_strategy(model):
+    """The search's strategy of valid calls of at most MAX_JOBS jobs (requests)."""
     if model.name == "chapter":
         from proofs.search import strategies
 
-        strategy = strategies.valid_calls(max_jobs=MAX_JOBS, large=False)
-    else:
-        strategy = model.valid_calls(max_jobs=MAX_JOBS)
+        return strategies.valid_calls(max_jobs=MAX_JOBS, large=False)
+    return model.valid_calls(max_jobs=MAX_JOBS)
+
+
+def drawn_calls(model, count: int) -> list:
+    """``count`` valid calls of at most MAX_JOBS jobs (requests), drawn by the search's strategies, derandomised."""
+    strategy = small_strategy(model)
     calls: list = []
 
     @settings(max_examples=count, database=None, derandomize=True, phases=[Phase.generate], deadline=None,
@@ -222,6 +238,90 @@ def verify_table(model: str, examples: int, runs: int, commit: str, tree: str) -
               f"conformance {statistics.median(v[1] for v in values):7.1f} calls/s")
 
 
+def hypothesis_cost(model, strategy, examples: int, body) -> tuple[float, float]:
+    """(CPU ms per example of a Hypothesis run of the search's strategy and settings over ``body``, of which in ``body``)."""
+    from hypothesis import Verbosity
+    from hypothesis import seed as seeded
+
+    from proofs.sandbox import harness_collector
+
+    count, inside = [0], [0.0]
+
+    def test(call):
+        count[0] += 1
+        started = time.process_time()
+        try:
+            body(call)
+        finally:
+            inside[0] += time.process_time() - started
+
+    runner = settings(max_examples=examples, deadline=None, derandomize=False, database=None,
+                      suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+                      verbosity=Verbosity.quiet, print_blob=False)(given(strategy)(test))
+    runner = seeded(0)(runner)
+    with harness_collector():  # what the search runs under
+        started = time.process_time()
+        runner()
+        total = time.process_time() - started
+    return 1e3 * total / count[0], 1e3 * inside[0] / count[0]
+
+
+def bound_table(model, examples: int, runs: int) -> None:
+    """What Hypothesis itself costs per example (all but the test's body), with the test doing nothing, only
+    steering, or also calling the target and judging it: the ceiling on calls per second."""
+    function = load_callable(parse_target(model.default_target))
+    bodies = {
+        "test does nothing": lambda call: None,
+        "steer (reference runs, targets)": model.steer,
+        "steer + target + full oracle": lambda call: model.check(call, function(*call), model.steer(call)),
+    }
+    for label, strategy in (("the search's own strategy", model.valid_calls()),
+                            (f"calls of at most {MAX_JOBS} {model.noun[1]}", small_strategy(model))):
+        costs: dict = {name: [] for name in bodies}
+        hypothesis_cost(model, strategy, examples, model.steer)  # warm: the strategies' memo (proofs/search/built.py)
+        for _ in range(runs):
+            for name, body in bodies.items():
+                costs[name].append(hypothesis_cost(model, strategy, examples, body))
+        print(f"--model {model.name}, {label}: the search's settings, seed 0, {examples} examples, median of {runs} "
+              f"(CPU ms per example: the whole example, the test's body, Hypothesis's own = the rest):")
+        for name, values in costs.items():
+            total = statistics.median(v[0] for v in values)
+            inside = statistics.median(v[1] for v in values)
+            own = statistics.median(v[0] - v[1] for v in values)
+            print(f"  {name:32} whole {total:6.2f}  body {inside:5.2f}  Hypothesis {own:5.2f} ms "
+                  f"-> at most {1e3 / own:5.0f} calls per CPU second  "
+                  f"(Hypothesis's own, runs: {', '.join(f'{v[0] - v[1]:.2f}' for v in values)})", flush=True)
+
+
+def check_table(model, calls: list, runs: int, commit: str) -> None:
+    """The oracle alone per call, this tree's against ``commit``'s, with and without the reference."""
+    from benchmarks.baselines.spec_at import spec_at
+    from proofs.sandbox import harness_collector
+
+    sys.path.insert(0, str(ROOT))
+    old = spec_at(commit, tempfile.mkdtemp())["spec" if model.name == "chapter" else "spec.serving"]
+    new = sys.modules["spec" if model.name == "chapter" else "spec.serving"]
+    function = load_callable(parse_target(model.default_target))
+    results = [function(*call) for call in calls]
+    references = [model.reference(call) for call in calls]
+    times: dict = {}
+    with harness_collector():
+        for _ in range(runs):
+            for tree, module in ((commit, old), ("this tree", new)):
+                for given_reference in (True, False):
+                    started = time.process_time()
+                    for call, result, reference in zip(calls, results, references):
+                        found = module.check(*call, result, reference if given_reference else None)
+                        assert not found, found[0]
+                    times.setdefault((tree, given_reference), []).append(
+                        1e3 * (time.process_time() - started) / len(calls))
+    print(f"--model {model.name}: the oracle alone on {len(calls)} drawn calls, median of {runs} (CPU ms per call):")
+    for given_reference in (True, False):
+        what = "given the reference" if given_reference else "reference run inside"
+        was, now = (statistics.median(times[(tree, given_reference)]) for tree in (commit, "this tree"))
+        print(f"  check {what:22} {commit} {was:6.3f}  this tree {now:6.3f}  -> {was / now:.2f}x")
+
+
 def breakdown(model, function, calls) -> str:
     """Where one call's time goes in this process: the target, the reference run, the oracle given it, the result's pickle."""
     from proofs.sandbox import harness_collector
@@ -253,10 +353,17 @@ def main() -> int:
                         help="with --baseline: time whole `schedcheck verify --examples N` runs on both trees instead")
     parser.add_argument("--search-examples", type=int, metavar="N",
                         help="with --baseline: time the conformance search alone (N examples) on both trees instead")
+    parser.add_argument("--bound", type=int, metavar="N",
+                        help="only the ceiling: Hypothesis's own cost per example with the search's strategy (N examples)")
+    parser.add_argument("--check-baseline", metavar="COMMIT",
+                        help="only the oracle per call on the drawn calls, this tree's against COMMIT's spec")
     parser.add_argument("--baseline", metavar="COMMIT",
                         help="also run the old path on COMMIT's tree (git archive), one run interleaved with each of ours")
     args = parser.parse_args()
     model = models.get(args.model)
+    if args.bound:
+        bound_table(model, args.bound, args.runs)
+        return 0
     if args.search_examples:  # only the conformance search, both trees
         if not args.baseline:
             parser.error("--search-examples needs --baseline COMMIT")
@@ -270,6 +377,9 @@ def main() -> int:
             verify_table(model.name, args.verify_examples, args.runs, args.baseline, old_tree(args.baseline, scratch))
         return 0
     calls = drawn_calls(model, args.calls)
+    if args.check_baseline:
+        check_table(model, calls, args.runs, args.check_baseline)
+        return 0
     target = parse_target(model.default_target)
     function = load_callable(target)
     if args.old:

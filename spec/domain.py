@@ -46,25 +46,24 @@ def validate(jobs: Any, slots: Any, continuous: Any) -> tuple[Job, ...]:
     parsed = []
     first_index_of: dict[int, int] = {}
     for index, job in enumerate(jobs):
-        where = f"jobs[{index}]"
         if not isinstance(job, dict):
-            raise ValueError(f"{where}={job!r}: expected a dict with keys id, arrival, tokens")
+            raise ValueError(f"jobs[{index}]={job!r}: expected a dict with keys id, arrival, tokens")
         for key in JOB_KEYS:
             if key not in job:
-                raise ValueError(f"{where}: missing key {key!r}")
+                raise ValueError(f"jobs[{index}]: missing key {key!r}")
         for key in job:
             if key not in JOB_KEYS:
-                raise ValueError(f"{where}: unexpected key {key!r}; a job has exactly id, arrival, tokens")
+                raise ValueError(f"jobs[{index}]: unexpected key {key!r}; a job has exactly id, arrival, tokens")
         job_id, arrival, tokens = job["id"], job["arrival"], job["tokens"]
-        if not _is_int(job_id):
-            raise ValueError(f"{where}.id={job_id!r}: expected an int")
-        if not _is_int(arrival) or arrival < 0:
-            raise ValueError(f"{where}.arrival={arrival!r}: expected an int >= 0")
-        if not _is_int(tokens) or tokens < 1:
-            raise ValueError(f"{where}.tokens={tokens!r}: expected an int >= 1")
+        if type(job_id) is not int:
+            raise ValueError(f"jobs[{index}].id={job_id!r}: expected an int")
+        if type(arrival) is not int or arrival < 0:
+            raise ValueError(f"jobs[{index}].arrival={arrival!r}: expected an int >= 0")
+        if type(tokens) is not int or tokens < 1:
+            raise ValueError(f"jobs[{index}].tokens={tokens!r}: expected an int >= 1")
         if job_id in first_index_of:
             raise ValueError(
-                f"{where}.id={job_id!r}: ids must be unique (also jobs[{first_index_of[job_id]}].id)"
+                f"jobs[{index}].id={job_id!r}: ids must be unique (also jobs[{first_index_of[job_id]}].id)"
             )
         first_index_of[job_id] = index
         parsed.append(Job(job_id, arrival, tokens))

@@ -36,6 +36,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
+from operator import itemgetter
 from typing import Callable
 
 from spec.domain import fifo_key
@@ -61,6 +62,9 @@ CHECKED = (
     "metrics_consistent",
 )
 
+
+RECORD_FIELDS = ("arrival", "tokens", "start", "finish", "wait", "turnaround")  # a record's fields read off the trace
+_RECORD_FIELDS = itemgetter(*RECORD_FIELDS)
 
 RESULT_CHECKS: dict[str, Callable[[Observation], Violation | None]] = {name: replay_finding(name) for name in CHECKED}
 
@@ -457,14 +461,8 @@ class Replay:
     def close(self, completed: list, result: dict) -> None:
         """End a whole result: ``end``, then its ``completed`` records against the trace, then its totals."""
         self.end()
-        listed = Counter(entry["id"] for entry in completed)
-        for entry in completed:
-            job = self.job.get(entry["id"])
-            if job is not None and entry["start"] < job.arrival:
-                self.report(
-                    "no_start_before_arrival", f"job {job.id} arrives at {job.arrival} but its start is {entry['start']}",
-                    tick=entry["start"], job=job.id, expected=f">= {job.arrival}", actual=entry["start"],
-                )
+        ids = [entry["id"] for entry in completed]
+        listed = Counter(ids)
         for job_id in self.order:
             if listed[job_id] != 1:
                 self.report(
@@ -477,28 +475,32 @@ class Replay:
                     "every_job_completes_once", f"completed lists job {job_id}, which is not in the input",
                     job=job_id, expected=None, actual=job_id,
                 )
-        ids = [entry["id"] for entry in completed]
         if ids != sorted(ids):
             self.report("metrics_consistent", f"completed is ordered {ids}, not by id", expected=sorted(ids), actual=ids)
-        for entry in completed:
-            job = self.job.get(entry["id"])
-            if job is None or job.id not in self.start:
+        job_of, start, last = self.job, self.start, self.last
+        for entry in completed:  # each record: its start against its arrival, then every field against the trace
+            job = job_of.get(entry["id"])
+            if job is None:
+                continue  # reported by every_job_completes_once
+            if entry["start"] < job.arrival:
+                self.report(
+                    "no_start_before_arrival", f"job {job.id} arrives at {job.arrival} but its start is {entry['start']}",
+                    tick=entry["start"], job=job.id, expected=f">= {job.arrival}", actual=entry["start"],
+                )
+            if job.id not in start:
                 continue  # reported by every_job_completes_once and work_conservation
-            expect = {
-                "arrival": job.arrival,
-                "tokens": job.tokens,
-                "start": self.start[job.id],
-                "finish": self.last[job.id] + 1,
-                "wait": entry["start"] - job.arrival,
-                "turnaround": entry["finish"] - job.arrival,
-            }
-            for field, value in expect.items():
-                if entry[field] != value:
-                    self.report(
-                        "metrics_consistent", f"job {job.id}: {field}={entry[field]}, expected {value}",
-                        job=job.id, tick=self.start[job.id], expected=value, actual=entry[field],
-                    )
-                    break
+            expect = (
+                job.arrival, job.tokens, start[job.id], last[job.id] + 1,
+                entry["start"] - job.arrival, entry["finish"] - job.arrival,
+            )
+            if _RECORD_FIELDS(entry) != expect:  # every field an int (well_typed): equal fields, nothing to say
+                for field, value in zip(RECORD_FIELDS, expect):
+                    if entry[field] != value:
+                        self.report(
+                            "metrics_consistent", f"job {job.id}: {field}={entry[field]}, expected {value}",
+                            job=job.id, tick=start[job.id], expected=value, actual=entry[field],
+                        )
+                        break
         if result["makespan_ticks"] > self.bound:
             self.report(
                 "termination", f"makespan {result['makespan_ticks']} is past max(arrival) + sum(tokens) = {self.bound}",

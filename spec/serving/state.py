@@ -28,6 +28,8 @@ Everything here is pure: a step returns a new State and never mutates its argume
 from __future__ import annotations
 
 from collections import deque
+from itertools import count as naturals
+from itertools import filterfalse, islice
 from typing import NamedTuple
 
 from spec.serving.domain import Config, Request, blocks_for, check_feasible, fcfs_key, validate
@@ -114,17 +116,7 @@ def is_terminal(state: State) -> bool:
 
 def _lowest_free(held: set[int], count: int) -> tuple[int, ...]:
     """The ``count`` lowest block ids not in ``held`` (the caller knows that many are free)."""
-    taken = []
-    block = 0
-    while len(taken) < count:
-        if block not in held:
-            taken.append(block)
-        block += 1
-    return tuple(taken)
-
-
-def _aborting(progress: Progress, tick: int) -> bool:
-    return progress.request.abort is not None and progress.request.abort <= tick
+    return tuple(islice(filterfalse(held.__contains__, naturals()), count))
 
 
 def step(state: State) -> State:
@@ -135,7 +127,7 @@ def step(state: State) -> State:
     waiting = list(state.waiting)
     running = list(state.running)
     while True:  # steps 2 and 3: aborts, then the idle jump to the earliest waiting arrival
-        leaving = [p for p in waiting + running if _aborting(p, tick)]
+        leaving = [p for p in waiting + running if p.request.abort is not None and p.request.abort <= tick]
         if leaving or running or any(p.request.arrival <= tick for p in waiting):
             break
         tick = min(p.request.arrival for p in waiting)
@@ -147,7 +139,9 @@ def step(state: State) -> State:
         running = [p for p in running if p.id not in gone]
     freed = [(p.id, p.blocks) for p in leaving if p.blocks]
     aborted = tuple(Ended(p._replace(blocks=()), tick) for p in leaving)
-    ledger = state.ledger._replace(aborted=state.ledger.aborted + sum(p.computed for p in leaving))
+    ledger = state.ledger
+    if leaving:
+        ledger = ledger._replace(aborted=ledger.aborted + sum(p.computed for p in leaving))
     held = {block for p in running for block in p.blocks}
 
     scheduled: list[tuple[int, int]] = []
@@ -229,7 +223,10 @@ def step(state: State) -> State:
         if computed == r.known:
             generated += 1
             first_token = tick + 1 if first_token is None else first_token
-        r = r._replace(computed=computed, generated=generated, first_token=first_token, total=r.total + n)
+        r = Progress(  # r._replace(computed=, generated=, first_token=, total=), built at once (it is per service)
+            r.request, computed, generated, r.blocks, r.start, first_token, r.preemptions, r.total + n, r.recomputed,
+            r.admitted,
+        )
         computed_now += n
         if generated == r.request.output:
             useful_now += r.request.work
@@ -238,7 +235,7 @@ def step(state: State) -> State:
         else:
             still_running.append(r)
 
-    ledger = ledger._replace(computed=ledger.computed + computed_now, useful=ledger.useful + useful_now)
+    ledger = Ledger(ledger.computed + computed_now, ledger.useful + useful_now, ledger.recomputed, ledger.aborted)
     entry = Entry(
         tick,
         tuple(scheduled),

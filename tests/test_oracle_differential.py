@@ -1,0 +1,160 @@
+"""The faster oracles find exactly what the oracles of BASELINE found: the same findings, messages and ticks.
+
+``spec.check`` and ``spec.serving.check`` were made faster (issue 13) without changing
+a rule.  Here the spec package of commit BASELINE (from this repository's history, by
+``git archive``) is imported beside the current one, and both judge the same calls
+(the search's own strategies) and results: our impl's, and those results corrupted
+(a served list reversed, cut or lengthened, a tick moved, an entry dropped or
+repeated, a record's field changed, an id of the wrong type, ...), with and without the
+reference passed in.  Every Violation must be equal field by field, and the reference
+runs (``spec.run``, ``spec.serving.run``) equal.
+"""
+
+from __future__ import annotations
+
+import copy
+import pathlib
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import impl
+import spec
+import spec.serving
+from benchmarks.baselines.spec_at import spec_at
+from proofs.search import serving as serving_strategies
+from proofs.search import strategies
+from tests.test_replay_paths import corrupt
+
+BASELINE = "46d92ce"  # the tree before the oracle's speed-up of issue 13 (docs/performance.md)
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory):
+    """The modules ``spec`` and ``spec.serving`` as they were at BASELINE, imported under their own names."""
+    old = spec_at(BASELINE, tmp_path_factory.mktemp("baseline"))
+    assert old["spec"].check is not spec.check
+    return old["spec"], old["spec.serving"]
+
+
+def typed_wrong(rng: random.Random, result: dict, shape: str) -> dict:
+    """``result`` with one value of the wrong type (a bool or float id, a float tick, a tuple for a list)."""
+    result = copy.deepcopy(result)
+    trace = result["trace"]
+    if not trace:
+        result["makespan_ticks"] = float(result["makespan_ticks"])
+        return result
+    entry = trace[rng.randrange(len(trace))]
+    change = rng.randrange(3)
+    if change == 0:
+        entry["tick"] = float(entry["tick"])
+    elif change == 1:
+        ids = entry["served"] if shape == "chapter" else entry["finished"] or entry["preempted"]
+        if ids:
+            ids[0] = True if ids[0] == 1 else float(ids[0])
+        else:
+            entry["tick"] = str(entry["tick"])
+    else:
+        key = "served" if shape == "chapter" else "scheduled"
+        entry[key] = tuple(entry[key])
+    return result
+
+
+def corrupt_serving(rng: random.Random, result: dict) -> dict:
+    """A serving ``result`` with one or two random changes to its trace, records or totals."""
+    result = copy.deepcopy(result)
+    for _ in range(rng.randint(1, 2)):
+        trace = result["trace"]
+        if not trace:
+            result["makespan_ticks"] += 1
+            break
+        i = rng.randrange(len(trace))
+        entry = trace[i]
+        change = rng.randrange(10)
+        if change == 0 and entry["scheduled"]:
+            entry["scheduled"][0][1] += rng.choice([-1, 1])
+        elif change == 1:
+            entry["scheduled"] = entry["scheduled"][::-1]
+        elif change == 2:
+            del trace[i]
+        elif change == 3:
+            trace.insert(i, copy.deepcopy(entry))
+        elif change == 4:
+            entry["tick"] += rng.choice([-1, 1])
+        elif change == 5 and entry["allocated"]:
+            entry["allocated"][0][1].append(max(entry["allocated"][0][1], default=0) + 1)
+        elif change == 6 and entry["freed"]:
+            entry["freed"][0][1].pop()
+        elif change == 7 and result["requests"]:
+            record = result["requests"][rng.randrange(len(result["requests"]))]
+            field = rng.choice(["start", "generated", "computed", "preemptions", "first_token"])
+            record[field] = (record[field] or 0) + 1
+        elif change == 8 and entry["scheduled"]:
+            entry["preempted"].append(entry["scheduled"][0][0])
+        elif change == 9:
+            entry["finished"], entry["aborted"] = entry["aborted"], entry["finished"]
+    return result
+
+
+def same_findings(old_check, new_check, call, result, reference):
+    found = new_check(*call, copy.deepcopy(result))
+    assert [tuple(v) for v in found] == [tuple(v) for v in old_check(*call, copy.deepcopy(result))]
+    with_reference = new_check(*call, copy.deepcopy(result), copy.deepcopy(reference))
+    assert [tuple(v) for v in with_reference] == [tuple(v) for v in old_check(*call, copy.deepcopy(result), reference)]
+    return found
+
+
+RUNS = settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+
+
+@pytest.mark.slow
+@RUNS
+@given(strategies.valid_calls(max_jobs=12, large=False), st.randoms(use_true_random=False), st.sampled_from(("ours", "corrupted", "typed")))
+def test_the_chapter_oracle_finds_what_the_baseline_found(baseline, call, rng, kind):
+    result = impl.schedule(*call)
+    assert spec.run(*call) == baseline[0].run(*call)
+    if kind == "corrupted":
+        result = corrupt(rng, result)
+    elif kind == "typed":
+        result = typed_wrong(rng, result, "chapter")
+    found = same_findings(baseline[0].check, spec.check, call, result, spec.run(*call))
+    if kind == "ours":
+        assert found == []
+
+
+@pytest.mark.slow
+@RUNS
+@given(serving_strategies.valid_calls(max_requests=8), st.randoms(use_true_random=False), st.sampled_from(("ours", "corrupted", "typed")))
+def test_the_serving_oracle_finds_what_the_baseline_found(baseline, call, rng, kind):
+    result = impl.serve(*call)
+    assert spec.serving.run(*call) == baseline[1].run(*call)
+    if kind == "corrupted":
+        result = corrupt_serving(rng, result)
+    elif kind == "typed":
+        result = typed_wrong(rng, result, "serving")
+    found = same_findings(baseline[1].check, spec.serving.check, call, result, spec.serving.run(*call))
+    if kind == "ours":
+        assert found == []
+
+
+def test_a_sample_of_corrupted_results_is_judged_as_the_baseline_judged_it(baseline):
+    """The default run's share (the Hypothesis tests above are slow): 80 corrupted results of each model, and
+    not vacuous: most of them are caught, by a baseline that is another tree's code."""
+    rng = random.Random(7)
+    caught = 0
+    for _ in range(80):
+        jobs = [{"id": i, "arrival": rng.randint(0, 5), "tokens": rng.randint(1, 5)} for i in range(rng.randint(1, 8))]
+        call = (jobs, rng.randint(1, 3), rng.random() < 0.5)
+        result = corrupt(rng, impl.schedule(*call))
+        caught += bool(same_findings(baseline[0].check, spec.check, call, result, spec.run(*call)))
+        config = {"max_seqs": rng.randint(1, 3), "token_budget": rng.randint(9, 12), "block_size": rng.randint(1, 3),
+                  "num_blocks": rng.randint(9, 16), "chunked_prefill": rng.random() < 0.5}
+        requests = [{"id": i, "arrival": rng.randint(0, 4), "prompt": rng.randint(1, 6), "output": rng.randint(1, 4)}
+                    for i in range(rng.randint(1, 5))]
+        call = (requests, config)
+        result = corrupt_serving(rng, impl.serve(*call))
+        caught += bool(same_findings(baseline[1].check, spec.serving.check, call, result, spec.serving.run(*call)))
+    assert caught >= 100
+    assert pathlib.Path(baseline[0].__file__).parent != pathlib.Path(spec.__file__).parent
