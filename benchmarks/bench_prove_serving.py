@@ -16,6 +16,8 @@ overhead times the rows per worker.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import resource
 import statistics
 import time
@@ -31,7 +33,7 @@ def run_row(claim, budget: float) -> dict:
     from proofs.smt import run as R
 
     cpu, wall = _children_cpu(), time.perf_counter()
-    row = R.run_claims([claim], budget, workers=1)[0]
+    row = R.run_claims([dataclasses.replace(claim, depends=())], budget, workers=1)[0]  # its own proof, alone
     return {"status": row["status"], "cpu": _children_cpu() - cpu, "wall": time.perf_counter() - wall,
             "killed": "killed at" in (row.get("detail") or "")}
 
@@ -61,7 +63,9 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[5, 6, 7, 8])
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--budget", type=float, default=120.0, help="wall seconds per row, as the ledger's default")
+    parser.add_argument("--json", metavar="PATH", help="also write every run's per-row CPU, wall and status to PATH")
     args = parser.parse_args(argv)
+    every = {}
     per_child = overhead()
     print(f"per-child overhead (wall - CPU of a trivial row, median of 3): {per_child:.2f} s")
     print("| N (every n <= N) | CPU, all rows (s) | est. wall, 2 quiet cores (s) | slowest row, CPU (s) "
@@ -69,6 +73,10 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
         runs = [measure(n, args.budget) for _ in range(args.runs)]
+        every[n] = runs
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as handle:
+                json.dump(every, handle, indent=1, sort_keys=True)
         med = lambda f: statistics.median(f(r) for r in runs)  # noqa: E731
         total = med(lambda r: sum(x["cpu"] for x in r.values()))
         slowest = med(lambda r: max(x["cpu"] for x in r.values()))
