@@ -26,6 +26,10 @@ What it establishes (each a row of ``schedcheck prove --model serving``; ``claim
   latest entry aside) with every unfinished request arrived and none due to abort,
   so that run never ends; with the rule, ``termination_ranking`` proves every run ends.
 
+Each consecution's negation is checked under the cone of its goal (``_cone``: the
+step equations, share definitions and blocks_for axioms its goal, support and the
+domain reach, a subset of the hypotheses), with every hypothesis added back for the
+satisfiability check and for a check that fails there.
 Every check first checks that its hypotheses are satisfiable (else ``vacuous``);
 each row names a mutant (``REFUTED_BY``) under which Z3 refutes it.  Registry
 invariants the encoding does not express (``serving_model.NOT_ENCODED``) are rows

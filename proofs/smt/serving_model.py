@@ -30,7 +30,11 @@ The representation (one per n; every value an unbounded z3 Int):
   are a prefix and the rest, the preempted, the suffix the pass pops);
   each one's tokens are min(known - computed, budget left by those before it).
   The waiting pass admits the queue's prefix whose every member passes the
-  admission test given those before it.
+  admission test given those before it;
+- the tick's reused terms (prefix sums, each request's tokens and blocks, kept,
+  admission tests and admissions, amounts) are fresh named constants, each pinned
+  by one definition over the pre-state and the names before it (``StepTerms.names``),
+  so that every state has exactly one valuation of them.
 
 Block ids are abstracted to counts: a request holds ``b`` blocks and the pool has
 ``num_blocks - sum(b)`` free.  What needs the ids (``kv_exclusive``; the id ranges
