@@ -130,6 +130,29 @@ def test_the_fcfs_pass_rows_are_proved_at_n2_and_refuted_by_their_mutant(row):
     assert S.is_valid(*_call(cex["call"])), "the run is outside the domain"
 
 
+def test_the_default_bound_is_the_documented_one():
+    from proofs.cli import prove
+
+    n = prove.DEFAULT_MAX_REQUESTS
+    bounds = {c.claim: c.bound for c in C.claims(n)}
+    assert bounds["slot_bound"] == bounds["termination_ranking"] == f"n <= {n}"
+    cap = C.CAPPED["work_conserving"]
+    assert bounds["work_conserving"] == (f"n <= {cap} (cost)" if cap < n else f"n <= {n}")
+    docs = (pathlib.Path(__file__).parent.parent / "docs" / "prove.md").read_text()
+    assert f"| `termination_ranking` | inductive | n <= {n} |" in docs
+    assert f"`work_conserving` n <= {cap} (cost)" in docs
+
+
+def test_the_step_names_are_defined_one_at_a_time():
+    for n in (1, 2, 3):
+        inp = M.make_inputs(n)
+        names = M.step_terms(inp, M.make_vars(inp, "0"), tag="x").names
+        assert names and C._triangular(names), n
+        assert len({d.arg(0).get_id() for d in names}) == len(names), "two names share a constant"
+        assert not C._triangular(names[::-1]), "a definition that reads a later name must be refused"
+        assert not C._triangular(names + names[:1]), "a name defined twice must be refused"
+
+
 def test_cli_json_shape_and_exit_code(tmp_path, capsys):
     path = tmp_path / "serving.json"
     code = cli.main(["prove", "--model", "serving", "--max-requests", "1", "--claims", "blocks_for",

@@ -34,7 +34,7 @@ finds the concrete run shown (breaking the named claim), and with every rule tha
 claim is proved."""
 
 DEFAULT_MAX_JOBS = 12
-DEFAULT_MAX_REQUESTS = 5  # the serving model: every per-request row for n = 1..5 (docs/prove.md, "Serving model")
+DEFAULT_MAX_REQUESTS = 6  # the serving model: every per-request row for n = 1..6 (docs/prove.md, "Serving model")
 DEFAULT_BUDGET = 120.0
 DEFAULT_POLICY_JOBS = 8
 FIELDS = ("claim", "status", "method", "bound", "hypotheses_satisfiable", "refuted_by", "seconds", "counterexample")

@@ -30,7 +30,11 @@ The representation (one per n; every value an unbounded z3 Int):
   are a prefix and the rest, the preempted, the suffix the pass pops);
   each one's tokens are min(known - computed, budget left by those before it).
   The waiting pass admits the queue's prefix whose every member passes the
-  admission test given those before it.
+  admission test given those before it;
+- the tick's reused terms (prefix sums, each request's tokens and blocks, kept,
+  admission tests and admissions, amounts) are fresh named constants, each pinned
+  by one definition over the pre-state and the names before it (``StepTerms.names``),
+  so that every state has exactly one valuation of them.
 
 Block ids are abstracted to counts: a request holds ``b`` blocks and the pool has
 ``num_blocks - sum(b)`` free.  What needs the ids (``kv_exclusive``; the id ranges
@@ -306,9 +310,14 @@ def is_terminal(inp: Inputs, s: Vars) -> z3.BoolRef:
 
 @dataclass(frozen=True)
 class StepTerms:
-    """One tick's values as terms over the current frame and a few fresh variables that ``defs`` pin."""
+    """One tick's values as terms over the current frame and fresh named constants.
+
+    ``names``: one definition ``constant == term`` per named constant, each term over the pre-state and the
+    names before it, so every state has exactly one valuation of them (the step stays total by construction);
+    ``defs``: any other constraint of the tick (none, but in the ``contradictory_step`` mutant)."""
 
     defs: tuple
+    names: tuple
     tick: z3.ArithRef
     leave: tuple
     kept: tuple
@@ -331,9 +340,16 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
     assert mutant is None or mutant in MUTANTS, f"mutant={mutant!r}: expected one of {sorted(MUTANTS)}"
     n = inp.n
     idx = range(n)
-    defs = []
+    defs, names = [], []
     if mutant == "contradictory_step":
         defs.append(z3.BoolVal(False))
+
+    def name(kind, i, term):
+        # a fresh constant for a term the rest of the tick reuses, pinned by one definition over the pre-state and
+        # the names before it: the solver treats it as one atom instead of unfolding its sums and Ifs at every use
+        v = (z3.Bool if z3.is_bool(term) else z3.Int)(f"{kind}{i}_{tag}")
+        names.append(v.__eq__(term))  # not v == term: a numeral term (a subclass) would swap the sides
+        return v
 
     def aborting(i, t):
         if mutant == "abort_one_late":
@@ -347,8 +363,8 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
     earliest = z3.IntVal(0)
     for i in reversed(idx):
         earliest = z3.If(waiting(s, i), inp.arr[i], earliest)
-    tick = z3.If(jump, earliest + (1 if mutant == "jump_one_late" else 0), s.clock)
-    leave = tuple(aborting(i, tick) for i in idx)
+    tick = name("tick", "", z3.If(jump, earliest + (1 if mutant == "jump_one_late" else 0), s.clock))
+    leave = tuple(name("leave", i, aborting(i, tick)) for i in idx)
     run1 = tuple(z3.And(running(s, i), z3.Not(leave[i])) for i in idx)
     wait1 = tuple(z3.And(waiting(s, i), z3.Not(leave[i])) for i in idx)
 
@@ -358,27 +374,27 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
     # greedy min(known - computed, budget left): budget left before r is max(0, budget - the needs before r)
     n_run, extra, block_args = [], [], []
     for i in idx:
-        before = total(z3.If(z3.And(run1[j], s.rr[j] < s.rr[i]), known(inp, s, j) - s.c[j], 0) for j in idx if j != i)
+        before = name("before", i, total(z3.If(z3.And(run1[j], s.rr[j] < s.rr[i]), known(inp, s, j) - s.c[j], 0) for j in idx if j != i))
         need = known(inp, s, i) - s.c[i]
         give = zmin(need, zmax(0, budget - before))
         if mutant == "running_no_partial":
             give = z3.If(need <= zmax(0, budget - before), need, 0)
-        n_run.append(z3.If(run1[i], give, 0))
+        n_run.append(name("nrun", i, z3.If(run1[i], give, 0)))
         grow = s.c[i] + n_run[i]
         block_args.append((i, grow))
         want = inp.blk(grow) - s.b[i] - (1 if mutant == "allocate_one_less" else 0)
-        extra.append(z3.If(z3.And(run1[i], n_run[i] != 0, want > 0), want, 0))
+        extra.append(name("extra", i, z3.If(z3.And(run1[i], n_run[i] != 0, want > 0), want, 0)))
     n_run, extra = tuple(n_run), tuple(extra)
     kept = []
     for i in idx:
-        upto = total(z3.If(z3.And(run1[j], s.rr[j] <= s.rr[i]), s.b[j] + extra[j], 0) for j in idx)
-        kept.append(z3.And(run1[i], upto <= pool))
+        upto = name("upto", i, total(z3.If(z3.And(run1[j], s.rr[j] <= s.rr[i]), s.b[j] + extra[j], 0) for j in idx))
+        kept.append(name("kept", i, z3.And(run1[i], upto <= pool)))
     kept = tuple(kept)
     pre = tuple(z3.And(run1[i], z3.Not(kept[i])) for i in idx)
     any_pre = _any(pre)
-    budget1 = inp.budget - total(z3.If(kept[i], n_run[i], 0) for i in idx)
-    free1 = inp.num_blocks - total(z3.If(kept[i], s.b[i] + extra[i], 0) for i in idx)
-    running1 = count(kept)
+    budget1 = name("budget_kept", "", inp.budget - total(z3.If(kept[i], n_run[i], 0) for i in idx))
+    free1 = name("free_kept", "", inp.num_blocks - total(z3.If(kept[i], s.b[i] + extra[i], 0) for i in idx))
+    running1 = name("running_kept", "", count(kept))
 
     # step 5: the waiting pass (FCFS, no skipping), only when nobody was preempted
     # each waiting request's chunk given that every one before it in the queue was admitted
@@ -386,10 +402,10 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
     for j in idx:
         first = [(m, z3.And(wait1[m], s.wr[m] < s.wr[j])) for m in idx if m != j]
         firsts.append(first)
-        left = zmax(0, budget1 - total(z3.If(f, known(inp, s, m), 0) for m, f in first))
+        left = name("left", j, zmax(0, budget1 - total(z3.If(f, known(inp, s, m), 0) for m, f in first)))
         lefts.append(left)
         kn = known(inp, s, j)
-        n_adm.append(z3.If(inp.chunked, zmin(kn, left), kn))
+        n_adm.append(name("nadm", j, z3.If(inp.chunked, zmin(kn, left), kn)))
     n_adm = tuple(n_adm)
     q_adm = tuple(inp.blk(n_adm[i]) for i in idx)
     block_args += list(enumerate(n_adm))
@@ -397,20 +413,20 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
     pos = []
     for j in idx:
         first = firsts[j]
-        pos_j = count(f for _, f in first)
+        pos_j = name("pos", j, count(f for _, f in first))
         pos.append(pos_j)
         left = lefts[j]
-        free = free1 - total(z3.If(f, q_adm[m], 0) for m, f in first)
+        free = name("free_adm", j, free1 - total(z3.If(f, q_adm[m], 0) for m, f in first))
         kn = known(inp, s, j)
         ready = inp.arr[j] <= tick + (1 if mutant == "admit_before_arrival" else 0)
         seats = (running1 + pos_j <= inp.max_seqs) if mutant == "admit_while_le_seqs" else (running1 + pos_j < inp.max_seqs)
         if mutant == "admit_only_the_head":
             seats = z3.And(seats, pos_j == 0)
-        ok.append(z3.And(ready, seats, left > 0, z3.Or(inp.chunked, kn <= left), q_adm[j] <= free))
+        ok.append(name("ok", j, z3.And(ready, seats, left > 0, z3.Or(inp.chunked, kn <= left), q_adm[j] <= free)))
     gate = z3.BoolVal(True) if mutant == "admit_after_preemption" else z3.Not(any_pre)
-    admit = tuple(
+    admit = tuple(name("admit", j,
         z3.And(wait1[j], gate, ok[j],
-               _all(z3.Implies(z3.And(wait1[m], s.wr[m] < s.wr[j]), ok[m]) for m in idx if m != j))
+               _all(z3.Implies(z3.And(wait1[m], s.wr[m] < s.wr[j]), ok[m]) for m in idx if m != j)))
         for j in idx
     )
 
@@ -419,7 +435,7 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
     amount, gen, finish = [], [], []
     for i in idx:
         run_sched = z3.And(kept[i], n_run[i] >= 1)
-        amt = z3.If(run_sched, n_run[i], z3.If(admit[i], n_adm[i], 0))
+        amt = name("amt", i, z3.If(run_sched, n_run[i], z3.If(admit[i], n_adm[i], 0)))
         amount.append(amt)
         comp = s.c[i] + amt
         kn = known(inp, s, i)
@@ -467,13 +483,13 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
     nxt["led_a"] = s.led_a + aborted_work
     nxt["lt"] = tick
     nxt["hl"] = z3.BoolVal(True)
-    return StepTerms(tuple(defs), tick, leave, kept, pre, n_run, extra, admit, n_adm, q_adm, tuple(amount),
+    return StepTerms(tuple(defs), tuple(names), tick, leave, kept, pre, n_run, extra, admit, n_adm, q_adm, tuple(amount),
                      tuple(gen), tuple(finish), any_pre, tuple(block_args), nxt)
 
 
 def equal_to_terms(inp: Inputs, t: Vars, terms: StepTerms) -> list:
     """The next frame equals the step's terms."""
-    eqs = list(terms.defs)
+    eqs = list(terms.defs) + list(terms.names)
     for name in FIELDS:
         eqs += [t.per[name][i] == terms.next[name][i] for i in range(inp.n)]
     eqs += [t.glob[name] == terms.next[name] for name in GLOBALS]
