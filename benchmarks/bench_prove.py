@@ -108,6 +108,8 @@ def main(argv=None) -> int:
     parser.add_argument("--policy-max", type=int, default=10**6, help="leave the policy theorem out above this N")
     parser.add_argument("--default", action="store_true", help="also time the default `schedcheck prove`")
     parser.add_argument("--claims", metavar="SUBSTRING", help="time only the rows whose name contains this")
+    parser.add_argument("--compare-arith", action="store_true",
+                        help="each size twice in turn: with Z3's default arithmetic solver, then with ARITH_SOLVER")
     args = parser.parse_args(argv)
     if any(n < 1 for n in args.sizes) or args.runs < 1 or args.budget <= 0:
         parser.error(f"--sizes={args.sizes!r} --runs={args.runs!r} --budget={args.budget!r}: expected sizes >= 1, "
@@ -117,10 +119,18 @@ def main(argv=None) -> int:
           "| per-job all proved | policy theorem: wall (s) | policy theorem: CPU (s) | slowest policy row (s) "
           "| policy all proved |")
     print("|---|---:|---:|---|---|---:|---:|---|---|")
+    settings = [None, z3_claims.ARITH_SOLVER] if args.compare_arith else [z3_claims.ARITH_SOLVER]
     for n in args.sizes:
-        runs = [measure(n, args.budget, args.policy_max, args.claims) for _ in range(args.runs)]
-        cells = _cells([r["per_job"] for r in runs], args.budget) + _cells([r["policy"] for r in runs], args.budget)
-        print(f"| {n} | " + " | ".join(cells) + " |", flush=True)
+        runs: dict = {setting: [] for setting in settings}
+        for _ in range(args.runs):
+            for setting in settings:  # in turn, so that both see the same load
+                z3_claims.ARITH_SOLVER = setting  # read by the forked children
+                runs[setting].append(measure(n, args.budget, args.policy_max, args.claims))
+        for setting in settings:
+            cells = (_cells([r["per_job"] for r in runs[setting]], args.budget)
+                     + _cells([r["policy"] for r in runs[setting]], args.budget))
+            label = f" (arith.solver {'default' if setting is None else setting})" if args.compare_arith else ""
+            print(f"| {n}{label} | " + " | ".join(cells) + " |", flush=True)
     if args.default:
         results = [default_wall() for _ in range(args.runs)]
         print(f"\ndefault `schedcheck prove`: median {statistics.median(w for w, _, _ in results):.1f} s wall, "

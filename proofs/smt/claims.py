@@ -190,15 +190,17 @@ def _encoding(name: str):
 
 
 # Z3's arithmetic solver for every check: 2 is the older simplex-based one, which on these
-# encodings takes 1.3 to 3x less CPU than the default (docs/prove.md, "Solver parameters").
-ARITH_SOLVER = 2
+# encodings takes 1.3 to 3x less CPU than the default (docs/prove.md, "Solver parameters");
+# None leaves Z3's default (benchmarks/bench_prove.py --compare-arith measures both).
+ARITH_SOLVER: int | None = 2
 
 
 def _solver() -> z3.Solver:
     """A solver for one claim's checks: no preprocessing, the arithmetic solver of ``ARITH_SOLVER``."""
     # SimpleSolver: no preprocessing, which would lift the indicators' structure back into case splits.
     solver = z3.SimpleSolver()
-    solver.set("arith.solver", ARITH_SOLVER)
+    if ARITH_SOLVER is not None:
+        solver.set("arith.solver", ARITH_SOLVER)
     return solver
 
 
