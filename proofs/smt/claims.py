@@ -43,7 +43,8 @@ domain; the assumed invariants with the step): when they are not, the row is
 ``vacuous``, never proved.  Every row names a mutant of the step or of the encoding
 (``REFUTED_BY``) under which Z3 refutes it; the tests run each.
 
-Assumptions: the encoding of ``proofs.smt.model`` (tested against ``spec.step``).
+Assumptions: the encoding of ``proofs.smt.model`` (tested against ``spec.step``);
+Z3's verdicts, with its simplex arithmetic solver (``ARITH_SOLVER``) on every check.
 Bounds: per-job claims for every n from 1 to ``max_jobs`` (the ``bound`` column
 says ``n <= max_jobs``); values unbounded.  Nothing runs at import time.
 """
