@@ -191,7 +191,8 @@ def _encoding(name: str):
 
 
 # Z3's arithmetic solver for every check: 2 is the older simplex-based one, which on these
-# encodings takes 1.3 to 3x less CPU than the default (docs/prove.md, "Solver parameters");
+# encodings takes 1.2 to 1.5x less CPU than the default over n = 1..N (up to 3x on one check at
+# n = 16; docs/prove.md, "Solver parameters");
 # None leaves Z3's default (benchmarks/bench_prove.py --compare-arith measures both).
 ARITH_SOLVER: int | None = 2
 
