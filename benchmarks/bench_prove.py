@@ -1,17 +1,20 @@
-"""How the Z3 proof time grows with the bound N: median wall seconds of several runs, as a Markdown table.
+"""How the Z3 proof time grows with the bound N: median wall and CPU seconds of several runs, as a Markdown table.
 
-    python benchmarks/bench_prove.py --sizes 4 8 12 16 --runs 3 --policy-max 12
+    python benchmarks/bench_prove.py --sizes 4 8 12 16 --runs 3
+    python benchmarks/bench_prove.py --sizes 20 24 28 32 --runs 1 --budget 1200
 
 Every per-job row proves its claim for every n from 1 to N, so a row at bound N
-costs the sum of the single-n checks.  Columns: the per-job rows (every registry
-invariant, the lemmas, the counting identities and step_total) summed and their
-slowest row; termination_ranking; abstraction_refinement; the policy theorem
-(product induction, n = 1..N; left out above --policy-max); the CPU seconds of
-all these rows together (less sensitive than wall seconds to other work on the
-machine); whether every row was proved.  Each claim runs in its own child process under the budget
-(``proofs.smt.run``), one at a time so that the figures do not depend on the
-other worker.  ``--default`` also times the default ``schedcheck prove`` (two
-workers) end to end.
+costs the sum of the single-n checks.  Two groups of rows, each timed on its own:
+the per-job rows (``step_total``, the counting identities, every registry
+invariant and lemma, ``termination_ranking``, ``abstraction_refinement``) and the
+policy theorem (``jump_is_idle_ticks`` and the product induction, n = 1..N; left
+out above --policy-max).  Per group: wall seconds, CPU seconds of the children
+(``RUSAGE_CHILDREN``: less sensitive than wall seconds to other work on the
+machine), the slowest row, and whether every row was proved; a group with a row
+killed at ``--budget`` says so (``killed``) instead of a figure.  Each claim runs
+in its own child process under the budget (``proofs.smt.run``), one at a time so
+that the figures do not depend on the other worker.  ``--default`` also times the
+default ``schedcheck prove`` (two workers) end to end, wall and CPU.
 """
 
 from __future__ import annotations
@@ -26,70 +29,113 @@ import time
 from proofs.smt import claims as z3_claims
 from proofs.smt import run as z3_run
 
-SINGLE = ("termination_ranking", "abstraction_refinement", "jump_is_idle_ticks", "policy_continuous_starts_no_later")
+POLICY = ("jump_is_idle_ticks", "policy_continuous_starts_no_later")
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _assumes_only(row: dict, proved: set) -> bool:
+    """The row was downgraded only for assuming rows that were not run with it but are in ``proved``."""
+    detail = str(row["detail"])
+    if row["status"] != "unknown" or not detail.startswith("assumes ") or not detail.endswith(": not proved"):
+        return False
+    return set(detail[len("assumes "):-len(": not proved")].split(", ")) <= proved
+
+
+def _timed(claims: list, budget: float, only: str | None, proved: set = frozenset()) -> dict | None:
+    """Wall and CPU seconds of running ``claims`` one at a time, the slowest row, and how they came out.
+
+    A row downgraded for assuming a row of ``proved`` (proved in the other group's run) counts by its own proof."""
+    if not claims:
+        return None
+    cpu, started = _children_cpu(), time.monotonic()
+    rows = z3_run.run_claims(claims, budget, workers=1)
+    wall, cpu = time.monotonic() - started, _children_cpu() - cpu
+    killed = [r["claim"] for r in rows if r["status"] == "unknown" and "killed at" in str(r["detail"])]
+    slowest = max(rows, key=lambda r: r["seconds"])
+    return {
+        "wall": wall,
+        "cpu": cpu,
+        "slowest": (slowest["claim"], slowest["seconds"]),
+        "killed": killed,
+        # with --claims, a row's dependencies are not run, so "proved, but assumes an unrun row" counts as its own proof
+        "all_proved": all(r["status"] == "proved" or _assumes_only(r, proved)
+                          or (only is not None and str(r["detail"]).startswith("assumes ")) for r in rows),
+        "proved": {r["claim"] for r in rows if r["status"] == "proved"},
+    }
 
 
 def measure(n: int, budget: float, policy_max: int, only: str | None = None) -> dict:
     """One run of the rows at bound ``n`` (every row, or those whose name contains ``only``), one at a time."""
     claims = [c for c in z3_claims.claims(n, policy_jobs=n) if c.method not in ("bounded",)
               and not c.claim.endswith("(abstraction)") and (only is None or only in c.claim)]
-    if n > policy_max:
-        claims = [c for c in claims if c.method != "product induction"]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    rows = {r["claim"]: r for r in z3_run.run_claims(claims, budget, workers=1)}
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    per_job = [r for r in rows.values() if r["claim"] not in SINGLE]
-    policy = rows.get("policy_continuous_starts_no_later")
-
-    def seconds(name):
-        return rows[name]["seconds"] if name in rows else None
-
-    return {
-        "per_job_sum": sum(r["seconds"] for r in per_job) if per_job else None,
-        "per_job_max": max(r["seconds"] for r in per_job) if per_job else None,
-        "termination": seconds("termination_ranking"),
-        "refinement": seconds("abstraction_refinement"),
-        "policy": None if policy is None else policy["seconds"],
-        "cpu": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),
-        # with --claims, a row's dependencies are not run, so "proved, but assumes an unrun row" counts as its own proof
-        "all_proved": all(r["status"] == "proved" or (only is not None and str(r["detail"]).startswith("assumes "))
-                          for r in rows.values()),
-    }
+    per_job = [c for c in claims if c.claim not in POLICY]
+    policy = [c for c in claims if c.claim in POLICY] if n <= policy_max else []
+    first = _timed(per_job, budget, only)
+    return {"per_job": first, "policy": _timed(policy, budget, only, first["proved"] if first else frozenset())}
 
 
-def default_wall() -> tuple[float, int]:
-    """Seconds and exit code of the default ``schedcheck prove``."""
-    started = time.monotonic()
+def _cells(runs: list, budget: float) -> list[str]:
+    """Wall, CPU, slowest row and proved for one group over several runs (medians)."""
+    runs = [r for r in runs if r is not None]
+    if not runs:
+        return ["-", "-", "-", "not run"]
+    killed = sorted({name for r in runs for name in r["killed"]})
+    if killed:
+        return [f"killed at {budget:g} s ({', '.join(killed)})", "-", "-", "NO"]
+    wall = statistics.median(r["wall"] for r in runs)
+    cpu = statistics.median(r["cpu"] for r in runs)
+    name, seconds = max((r["slowest"] for r in runs), key=lambda x: x[1])
+    proved = "yes" if all(r["all_proved"] for r in runs) else "NO"
+    return [f"{wall:.2f}", f"{cpu:.2f}", f"{name} {seconds:.2f}", proved]
+
+
+def default_wall() -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds (with its children) and exit code of the default ``schedcheck prove``."""
+    cpu, started = _children_cpu(), time.monotonic()
     code = subprocess.run([sys.executable, "-m", "proofs.cli", "prove", "--no-seconds"], capture_output=True).returncode
-    return time.monotonic() - started, code
+    return time.monotonic() - started, _children_cpu() - cpu, code
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[4, 8, 12, 16])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--budget", type=float, default=300.0)
-    parser.add_argument("--policy-max", type=int, default=12, help="leave the policy theorem out above this N")
+    parser.add_argument("--budget", type=float, default=300.0, help="wall seconds per row before it is killed")
+    parser.add_argument("--policy-max", type=int, default=10**6, help="leave the policy theorem out above this N")
     parser.add_argument("--default", action="store_true", help="also time the default `schedcheck prove`")
     parser.add_argument("--claims", metavar="SUBSTRING", help="time only the rows whose name contains this")
+    parser.add_argument("--compare-arith", action="store_true",
+                        help="each size twice in turn: with Z3's default arithmetic solver, then with ARITH_SOLVER")
     args = parser.parse_args(argv)
-    print("| N (every n <= N) | per-job rows, sum (s) | slowest row (s) | termination (s) | refinement (s) "
-          "| policy theorem (s) | CPU, all rows (s) | all proved |")
-    print("|---|---|---|---|---|---|---|---|")
+    if any(n < 1 for n in args.sizes) or args.runs < 1 or args.budget <= 0:
+        parser.error(f"--sizes={args.sizes!r} --runs={args.runs!r} --budget={args.budget!r}: expected sizes >= 1, "
+                     "runs >= 1, budget > 0")
+    print(f"runs per size: {args.runs} (median); budget {args.budget:g} s per row")
+    print("| N (every n <= N) | per-job rows: wall (s) | per-job rows: CPU (s) | slowest per-job row (s) "
+          "| per-job all proved | policy theorem: wall (s) | policy theorem: CPU (s) | slowest policy row (s) "
+          "| policy all proved |")
+    print("|---|---:|---:|---|---|---:|---:|---|---|")
+    settings = [None, z3_claims.ARITH_SOLVER] if args.compare_arith else [z3_claims.ARITH_SOLVER]
     for n in args.sizes:
-        runs = [measure(n, args.budget, args.policy_max, args.claims) for _ in range(args.runs)]
-
-        def med(key):
-            values = [r[key] for r in runs if r[key] is not None]
-            return f"{statistics.median(values):.2f}" if values else "-"
-
-        proved = all(r["all_proved"] for r in runs)
-        print(f"| {n} | {med('per_job_sum')} | {med('per_job_max')} | {med('termination')} | {med('refinement')} "
-              f"| {med('policy')} | {med('cpu')} | {'yes' if proved else 'NO'} |", flush=True)
+        runs: dict = {setting: [] for setting in settings}
+        for _ in range(args.runs):
+            for setting in settings:  # in turn, so that both see the same load
+                z3_claims.ARITH_SOLVER = setting  # read by the forked children
+                runs[setting].append(measure(n, args.budget, args.policy_max, args.claims))
+        for setting in settings:
+            cells = (_cells([r["per_job"] for r in runs[setting]], args.budget)
+                     + _cells([r["policy"] for r in runs[setting]], args.budget))
+            label = f" (arith.solver {'default' if setting is None else setting})" if args.compare_arith else ""
+            print(f"| {n}{label} | " + " | ".join(cells) + " |", flush=True)
     if args.default:
-        walls = [default_wall() for _ in range(args.runs)]
-        print(f"\ndefault `schedcheck prove`: median {statistics.median(w for w, _ in walls):.1f} s wall over "
-              f"{args.runs} runs, exit codes {[c for _, c in walls]}")
+        results = [default_wall() for _ in range(args.runs)]
+        print(f"\ndefault `schedcheck prove`: median {statistics.median(w for w, _, _ in results):.1f} s wall, "
+              f"{statistics.median(c for _, c, _ in results):.1f} s CPU over {args.runs} runs, "
+              f"exit codes {[code for _, _, code in results]}")
     return 0
 
 

@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import os
 import time
 
 import pytest
@@ -263,3 +264,25 @@ def test_every_kind_of_proof_checks_its_hypotheses(monkeypatch, prover):
     z3_model.reset_indicators()
     result = prover()
     assert result["status"] == "vacuous" and result["hypotheses"] == "no", result
+
+
+def test_the_default_bounds_are_the_documented_ones():
+    parser = argparse.ArgumentParser()
+    prove_command.register(parser.add_subparsers())
+    args = parser.parse_args(["prove"])
+    assert (args.max_jobs, args.policy_jobs) == (prove_command.DEFAULT_MAX_JOBS, prove_command.DEFAULT_POLICY_JOBS) == (16, 16)
+    docs = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "prove.md")
+    with open(docs, encoding="utf-8") as handle:
+        text = handle.read()
+    assert "Defaults: `--max-jobs 16` (every per-job row for n = 1..16), `--policy-jobs 16`" in text
+
+
+def test_every_chapter_check_uses_the_configured_arithmetic_solver(monkeypatch):
+    seen = []
+    monkeypatch.setattr(z3.Solver, "set", lambda self, *args, **keys: seen.append(args))
+    z3_claims._solver()
+    assert seen == [("arith.solver", z3_claims.ARITH_SOLVER)]
+    seen.clear()
+    monkeypatch.setattr(z3_claims, "ARITH_SOLVER", None)
+    z3_claims._solver()
+    assert seen == []  # Z3's default arithmetic solver

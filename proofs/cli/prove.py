@@ -33,10 +33,10 @@ rule_needed:<rule> rows are proved when BOTH halves hold: without the rule Z3
 finds the concrete run shown (breaking the named claim), and with every rule that
 claim is proved."""
 
-DEFAULT_MAX_JOBS = 12
+DEFAULT_MAX_JOBS = 16  # every per-job row for n = 1..16 (docs/prove.md, "Growth with the bound")
 DEFAULT_MAX_REQUESTS = 6  # the serving model: every per-request row for n = 1..6 (docs/prove.md, "Serving model")
 DEFAULT_BUDGET = 120.0
-DEFAULT_POLICY_JOBS = 8
+DEFAULT_POLICY_JOBS = 16  # the policy theorem for n = 1..16
 FIELDS = ("claim", "status", "method", "bound", "hypotheses_satisfiable", "refuted_by", "seconds", "counterexample")
 
 

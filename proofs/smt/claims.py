@@ -43,7 +43,8 @@ domain; the assumed invariants with the step): when they are not, the row is
 ``vacuous``, never proved.  Every row names a mutant of the step or of the encoding
 (``REFUTED_BY``) under which Z3 refutes it; the tests run each.
 
-Assumptions: the encoding of ``proofs.smt.model`` (tested against ``spec.step``).
+Assumptions: the encoding of ``proofs.smt.model`` (tested against ``spec.step``);
+Z3's verdicts, with its simplex arithmetic solver (``ARITH_SOLVER``) on every check.
 Bounds: per-job claims for every n from 1 to ``max_jobs`` (the ``bound`` column
 says ``n <= max_jobs``); values unbounded.  Nothing runs at import time.
 """
@@ -189,9 +190,20 @@ def _encoding(name: str):
 # --- solving helpers ---------------------------------------------------------------------
 
 
+# Z3's arithmetic solver for every check: 2 is the older simplex-based one, which on these
+# encodings takes 1.2 to 1.5x less CPU than the default over n = 1..N (up to 3x on one check at
+# n = 16; docs/prove.md, "Solver parameters");
+# None leaves Z3's default (benchmarks/bench_prove.py --compare-arith measures both).
+ARITH_SOLVER: int | None = 2
+
+
 def _solver() -> z3.Solver:
+    """A solver for one claim's checks: no preprocessing, the arithmetic solver of ``ARITH_SOLVER``."""
     # SimpleSolver: no preprocessing, which would lift the indicators' structure back into case splits.
-    return z3.SimpleSolver()
+    solver = z3.SimpleSolver()
+    if ARITH_SOLVER is not None:
+        solver.set("arith.solver", ARITH_SOLVER)
+    return solver
 
 
 def _add(solver: z3.Solver, *parts) -> None:
