@@ -57,6 +57,7 @@ from functools import partial
 import z3
 
 from proofs.smt import model as M
+from proofs.smt import run
 from proofs.smt.run import Claim
 
 PROVED, REFUTED, UNKNOWN, VACUOUS = "proved", "refuted", "unknown", "vacuous"
@@ -264,16 +265,8 @@ def _result(status: str, detail, counterexample=None, hypotheses: str = "yes") -
 
 
 def up_to(prover, n_max: int) -> dict:
-    """``prover(n)`` for every n from 1 to ``n_max``: proved when every one is; else the first n that is not."""
-    assert n_max >= 1, f"n_max={n_max!r}: expected an int >= 1"
-    last = None
-    for n in range(1, n_max + 1):
-        M.reset_indicators()
-        result = prover(n)
-        if result["status"] != PROVED:
-            return {**result, "detail": f"at n={n}: {result.get('detail')}", "n": n}
-        last = result
-    return {**last, "detail": f"n = 1..{n_max}: {last.get('detail')}"}
+    """``prover(n)`` for every n from 1 to ``n_max`` (``proofs.smt.run.up_to``), the model's indicators reset before each."""
+    return run.up_to(prover, n_max, before_each=M.reset_indicators)
 
 
 def _jsonable(value):

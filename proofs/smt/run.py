@@ -41,6 +41,20 @@ class Claim:
     refuted_by: str | None = None
 
 
+def up_to(prover: Callable[[int], dict], n_max: int, before_each: Callable[[], None] | None = None) -> dict:
+    """``prover(n)`` for every n from 1 to ``n_max``: proved when every one is; else the first n that is not."""
+    assert n_max >= 1, f"n_max={n_max!r}: expected an int >= 1"
+    last = None
+    for n in range(1, n_max + 1):
+        if before_each is not None:
+            before_each()
+        result = prover(n)
+        if result["status"] != "proved":
+            return {**result, "detail": f"at n={n}: {result.get('detail')}", "n": n}
+        last = result
+    return {**last, "detail": f"n = 1..{n_max}: {last.get('detail')}"}
+
+
 def _prove(claim: Claim, budget: float) -> dict:
     """In the sandbox's child: run one claim's proof with Z3's own timeout as a hint."""
     import z3

@@ -62,7 +62,7 @@ from typing import Callable
 import z3
 
 from proofs.smt import serving_model as M
-from proofs.smt.run import Claim
+from proofs.smt.run import Claim, up_to
 
 PROVED, REFUTED, UNKNOWN, VACUOUS = "proved", "refuted", "unknown", "vacuous"
 FIELDS = ("bh", "ba", "bf", "fe", "bp")
@@ -96,14 +96,7 @@ def make_bvars(inp: M.Inputs, tag: str) -> BVars:
     return BVars({name: tuple(z3.Int(f"{name}{i}_{tag}") for i in range(inp.n)) for name in FIELDS})
 
 
-def _all(terms) -> z3.BoolRef:
-    terms = list(terms)
-    return z3.And(terms) if terms else z3.BoolVal(True)
-
-
-def _any(terms) -> z3.BoolRef:
-    terms = list(terms)
-    return z3.Or(terms) if terms else z3.BoolVal(False)
+_all, _any = M._all, M._any
 
 
 def _sum(terms) -> z3.ArithRef:
@@ -387,7 +380,7 @@ def bmc(target: str, n_max: int, depth: int, mutant: str | None = None) -> dict 
             result, model = _check(solver, [z3.Not(predicate(inp, frames[-1], blocks[-1], bk))])
             if model is not None:
                 vals = [M.read_frame(model, inp, f) for f in frames]
-                return {"breaks": target, "call": _call_text(vals[0]), "after_steps": len(frames) - 1,
+                return {"breaks": target, "call": M.call_text(vals[0]), "after_steps": len(frames) - 1,
                         "state": describe_block(model, inp, frames[-1], blocks[-1], bk), "n": n}
             if d == depth:
                 break
@@ -406,30 +399,6 @@ def _small(inp: M.Inputs, top: int = 8) -> list:
     for i in range(inp.n):
         out += [inp.arr[i] <= 3, inp.prompt[i] <= top, inp.output[i] <= top, inp.abort[i] <= top]
     return out
-
-
-def _call_text(val: dict) -> str:
-    requests = []
-    for i in range(len(val["rid"])):
-        r = {"id": val["rid"][i], "arrival": val["arr"][i], "prompt": val["prompt"][i], "output": val["output"][i]}
-        if val["has_abort"][i]:
-            r["abort"] = val["abort"][i]
-        requests.append(r)
-    config = {"max_seqs": val["max_seqs"], "token_budget": val["budget"], "block_size": val["block_size"],
-              "num_blocks": val["num_blocks"], "chunked_prefill": val["chunked"]}
-    return f"serve({requests!r}, {config!r})"
-
-
-def up_to(prover, n_max: int) -> dict:
-    """``prover(n)`` for every n from 1 to ``n_max``: proved when every one is; else the first n that is not."""
-    assert n_max >= 1, f"n_max={n_max!r}: expected an int >= 1"
-    last = None
-    for n in range(1, n_max + 1):
-        result = prover(n)
-        if result["status"] != PROVED:
-            return {**result, "detail": f"at n={n}: {result.get('detail')}", "n": n}
-        last = result
-    return {**last, "detail": f"n = 1..{n_max}: {last.get('detail')}"}
 
 
 def claims(max_requests: int, mutant: str | None = None, base: tuple = ()) -> list[Claim]:

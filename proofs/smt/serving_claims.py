@@ -53,7 +53,7 @@ import z3
 
 from proofs.smt import serving_blocks as B
 from proofs.smt import serving_model as M
-from proofs.smt.run import Claim
+from proofs.smt.run import Claim, up_to
 
 PROVED, REFUTED, UNKNOWN, VACUOUS = "proved", "refuted", "unknown", "vacuous"
 TOTAL = "step_total"
@@ -215,30 +215,6 @@ def _unsat_parts(solver: z3.Solver, goal, first=()) -> tuple:
         solver.pop()
 
 
-def up_to(prover, n_max: int) -> dict:
-    """``prover(n)`` for every n from 1 to ``n_max``: proved when every one is; else the first n that is not."""
-    assert n_max >= 1, f"n_max={n_max!r}: expected an int >= 1"
-    last = None
-    for n in range(1, n_max + 1):
-        result = prover(n)
-        if result["status"] != PROVED:
-            return {**result, "detail": f"at n={n}: {result.get('detail')}", "n": n}
-        last = result
-    return {**last, "detail": f"n = 1..{n_max}: {last.get('detail')}"}
-
-
-def _call_text(val: dict) -> str:
-    requests = []
-    for i in range(len(val["rid"])):
-        r = {"id": val["rid"][i], "arrival": val["arr"][i], "prompt": val["prompt"][i], "output": val["output"][i]}
-        if val["has_abort"][i]:
-            r["abort"] = val["abort"][i]
-        requests.append(r)
-    config = {"max_seqs": val["max_seqs"], "token_budget": val["budget"], "block_size": val["block_size"],
-              "num_blocks": val["num_blocks"], "chunked_prefill": val["chunked"]}
-    return f"serve({requests!r}, {config!r})"
-
-
 def describe(val: dict) -> dict:
     """A frame as plain values: clock, and per request (id, place, computed, generated, blocks)."""
     names = {M.WAITING: "waiting", M.RUNNING: "running", M.FINISHED: "finished", M.ABORTED: "aborted"}
@@ -378,7 +354,7 @@ def prove_total(n: int, mutant: str | None = None) -> dict:
     if status == REFUTED:
         val = M.read_frame(model, inp, s)
         return _result(REFUTED, "this non-terminal state has no successor",
-                       {"breaks": TOTAL, "call": _call_text(val), "state": describe(val)})
+                       {"breaks": TOTAL, "call": M.call_text(val), "state": describe(val)})
     return _result(status, "the tick's terms are explicit; its definitions hold in every non-terminal state")
 
 
@@ -399,7 +375,7 @@ def prove_inductive(name: str, n: int, mutant: str | None = None) -> dict:
     base.pop()
     if status == REFUTED:
         val = M.read_frame(model, inp, s)
-        return _result(REFUTED, "initiation fails", {"breaks": name, "call": _call_text(val), "state": describe(val),
+        return _result(REFUTED, "initiation fails", {"breaks": name, "call": M.call_text(val), "state": describe(val),
                                                      "after_steps": 0})
     if status == UNKNOWN:
         return _result(UNKNOWN, "initiation: the solver gave up")
@@ -453,7 +429,7 @@ def bmc(target: str, n_max: int, depth: int, mutant: str | None = None) -> dict 
             result, model = _check(solver, [z3.Not(predicate(inp, frames[-1]))])
             if model is not None:
                 vals = [M.read_frame(model, inp, f) for f in frames]
-                return {"breaks": target, "call": _call_text(vals[0]), "after_steps": len(frames) - 1,
+                return {"breaks": target, "call": M.call_text(vals[0]), "after_steps": len(frames) - 1,
                         "state": describe(vals[-1]), "n": n}
             if d == depth:
                 break
@@ -508,7 +484,7 @@ def prove_termination(n: int, mutant: str | None = None) -> dict:
         if status != PROVED:
             cex = None
             if model is not None:
-                cex = {"breaks": what, "call": _call_text(M.read_frame(model, inp, s)),
+                cex = {"breaks": what, "call": M.call_text(M.read_frame(model, inp, s)),
                        "before": describe(M.read_frame(model, inp, s)), "after": describe(M.read_frame(model, inp, t))}
             return _result(status, f"{what} fails", cex)
     return _result(PROVED, "remaining_work >= 0 and falls by >= 1 on every step: the head of the running list is "
@@ -562,7 +538,7 @@ def prove_rule_needed(rule: str, mutant: str | None = None) -> dict:
             result, model = _check(solver, [_repeats(inp, frames[-2], frames[-1]), witness])
             if result == z3.sat:
                 vals = [M.read_frame(model, inp, f) for f in frames]
-                cex = {"without_rule": rule, "breaks": "termination (the run never ends)", "call": _call_text(vals[0]),
+                cex = {"without_rule": rule, "breaks": "termination (the run never ends)", "call": M.call_text(vals[0]),
                        "shows": shows, "after_steps": len(frames) - 2, "state": describe(vals[-2])}
                 return _result(PROVED, "without the rule: a reachable state that the step repeats forever; "
                                        "with it: termination_ranking", cex)
@@ -659,7 +635,7 @@ def prove_finding(mutant: str | None = None) -> dict:
         if result == z3.sat:
             vals = [M.read_frame(model, inp, f) for f in frames]
             preempted = [[vals[k]["rid"][i] for i in range(2) if vals[k]["pe"][i]] for k in range(1, len(vals))]
-            found = {"breaks": "preempted at most once per request ahead", "call": _call_text(vals[0]),
+            found = {"breaks": "preempted at most once per request ahead", "call": M.call_text(vals[0]),
                      "after_steps": len(frames) - 1, "state": describe(vals[-1]),
                      "preempted_per_step": preempted,
                      "shows": "one request ahead of it preempts it twice, so 'at most one preemption per request "

@@ -184,6 +184,19 @@ def _any(terms) -> z3.BoolRef:
     return z3.Or(terms) if terms else z3.BoolVal(False)
 
 
+def call_text(val: dict) -> str:
+    """A model's values as the call ``serve(requests, config)`` they stand for."""
+    requests = []
+    for i in range(len(val["rid"])):
+        r = {"id": val["rid"][i], "arrival": val["arr"][i], "prompt": val["prompt"][i], "output": val["output"][i]}
+        if val["has_abort"][i]:
+            r["abort"] = val["abort"][i]
+        requests.append(r)
+    config = {"max_seqs": val["max_seqs"], "token_budget": val["budget"], "block_size": val["block_size"],
+              "num_blocks": val["num_blocks"], "chunked_prefill": val["chunked"]}
+    return f"serve({requests!r}, {config!r})"
+
+
 def total(terms) -> z3.ArithRef:
     terms = list(terms)
     return z3.Sum(terms) if terms else z3.IntVal(0)
