@@ -200,3 +200,25 @@ def test_the_bug_is_live_and_breaks_its_expected_rule_first(name):
 @pytest.mark.parametrize("name", FILES)
 def test_the_bug_is_invisible_where_it_cannot_show(name, quiet):
     assert call_with_limit(load(name).serve, QUIET[quiet]) == base_serve(*copy.deepcopy(QUIET[quiet]))
+
+
+# ---------------------------------------------------------------- against the spec, once it knows prefix caching
+
+def _spec_has_caching():
+    import spec.serving
+
+    return {"no_false_sharing", "refcount_exact", "longest_prefix_hit", "lru_eviction"} <= set(spec.serving.NAMES)
+
+
+@pytest.mark.skipif(not _spec_has_caching(), reason="the spec has no prefix caching yet (issue 20)")
+@pytest.mark.parametrize("name", FILES)
+def test_the_spec_oracle_names_the_expected_rule_first_on_the_case(name):
+    """The oracle of spec.serving, on the case's result, reports EXPECTED first (a crash is the harness's termination)."""
+    import spec.serving
+
+    expected, _ = expected_of(name)
+    if expected == "termination":
+        pytest.skip("the bug's symptom is a crash: no result for the oracle (test_the_bug_is_live checks it raises)")
+    result = call_with_limit(load(name).serve, CASES[name])
+    violations = spec.serving.check(*copy.deepcopy(CASES[name]), result)
+    assert violations and violations[0].invariant == expected, [(v.invariant, v.message) for v in violations]
