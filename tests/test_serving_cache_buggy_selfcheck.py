@@ -1,4 +1,4 @@
-"""Each `cache_` buggy serving scheduler has one live bug, the first rule it breaks is the one its EXPECTED names, and it is otherwise the base.
+"""Each `cache_` buggy serving scheduler has one live bug, breaks its EXPECTED rule first, and is otherwise the base.
 
 tests/corpus/serving/buggy/cache_*.py (issue 20) are each the correct scheduler
 correct/cache_tick_by_tick.py with one change, marked `# BUG`, and a one-sentence

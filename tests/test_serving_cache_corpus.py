@@ -1,4 +1,4 @@
-"""The correct prefix-caching schedulers of the serving corpus (issue 20) agree with each other, the examples and the rules.
+"""The correct prefix-caching schedulers (issue 20) agree with each other, the worked examples and the rules.
 
 Three schedulers written from issue 20's contract alone, each a different design:
 correct/cache_tick_by_tick.py (a literal per-tick transcription), correct/cache_event_heaps.py
@@ -131,18 +131,23 @@ def cache_call(d):
 
     A few base prompts over a 4-token alphabet; each request copies one (identical), cuts it
     (on a block boundary, one before or one after), extends it, changes its last token, or
-    has a private prompt (no `tokens`).  One call in three is under memory pressure (a pool
+    has a private prompt (no `tokens`).  One call in four is under memory pressure (a pool
     just big enough for the largest request, several seats, long outputs), so that eviction
-    and preemption meet hits; aborts fall on requests that share blocks.
+    and preemption meet hits; one in four is twins: copies and extensions of one prompt
+    arriving within two ticks, chunked under a small budget (blocks still being filled when
+    the next copy is admitted) or a huge one (copies that finish together), half of them
+    aborted one to three ticks after they arrive (aborts of requests holding shared blocks).
     """
-    pressure = d.int(0, 2) == 0
+    mode = d.pick(["any", "any", "pressure", "twins"])
+    pressure, twins = mode == "pressure", mode == "twins"
     bs = d.pick([1, 2, 2, 3, 4])
-    chunked = d.pick([True, False])
-    families = [[d.int(0, 3) for _ in range(d.int(1, 3 * bs + 2))] for _ in range(d.int(1, 3))]
+    chunked = True if twins else d.pick([True, False])
+    families = [[d.int(0, 3) for _ in range(d.int(bs + 1 if twins else 1, 3 * bs + 2))]
+                for _ in range(1 if twins else d.int(1, 3))]
     requests = []
-    for rid in range(d.int(2 if pressure else 1, 8)):
+    for rid in range(d.int(2 if pressure or twins else 1, 4 if twins else 8)):
         base = d.pick(families)
-        kind = d.pick(["same", "same", "cut", "extend", "last", "private"])
+        kind = d.pick(["same", "extend"] if twins else ["same", "same", "cut", "extend", "last", "private"])
         if kind == "same":
             tokens = list(base)
         elif kind == "cut":
@@ -154,19 +159,20 @@ def cache_call(d):
             tokens = base[:-1] + [9]
         else:
             tokens = None
-        arrival = d.int(0, 1 if pressure else 4)
+        arrival = d.int(0, 1 if pressure else 2 if twins else 4)
         request = {"id": rid, "arrival": arrival,
                    "prompt": len(tokens) if tokens is not None else d.int(1, 2 * bs + 1),
                    "output": d.int(2, 8) if pressure else d.int(1, 4)}
         if tokens is not None:
             request["tokens"] = tokens if d.pick([True, False]) else tuple(tokens)
-        if d.int(0, 3) == 0:
-            request["abort"] = arrival + d.int(0, 6)
+        if d.int(0, 1 if twins else 3) == 0:
+            request["abort"] = arrival + (d.int(1, 3) if twins else d.int(0, 6))
         requests.append(request)
     peak = max(r["prompt"] + r["output"] - 1 for r in requests)
     need = -(-peak // bs)
-    config = {"max_seqs": d.int(2, 4) if pressure else d.int(1, 4),
-              "token_budget": (d.pick([d.int(1, 4), d.int(1, 2 * peak), 10**6]) if chunked
+    config = {"max_seqs": d.int(2, 4) if pressure or twins else d.int(1, 4),
+              "token_budget": (d.pick([d.int(1, 2 * bs + 1), 10**6]) if twins else
+                               d.pick([d.int(1, 4), d.int(1, 2 * peak), 10**6]) if chunked
                                else peak + d.pick([0, 0, 1, 3])),
               "block_size": bs, "num_blocks": need + (d.pick([0, 1]) if pressure else d.pick([0, 1, 2, 4, 8])),
               "chunked_prefill": chunked}

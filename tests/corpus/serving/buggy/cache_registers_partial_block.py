@@ -1,6 +1,7 @@
 """A block is registered once the tokens it will hold are known rather than once they are computed, so with chunked prefill a block still being filled is hit (hash published before the block is full, fixed in ROCm/ATOM#902 and vllm-project/vllm#5188)."""
 
 EXPECTED = "no_false_sharing"
+ALSO = ("longest_prefix_hit", "work_conserving")
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

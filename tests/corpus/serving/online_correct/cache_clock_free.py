@@ -77,7 +77,8 @@ class Request:
         self.request_id, self.arrival = request["id"], request["arrival"]
         self.prompt, self.output = request["prompt"], request["output"]
         given = request.get("tokens")
-        self.token_ids = list(given) if given is not None else [("prompt", self.request_id, p) for p in range(self.prompt)]
+        self.token_ids = (list(given) if given is not None
+                          else [("prompt", self.request_id, p) for p in range(self.prompt)])
         self.num_output = 0
         self.num_computed_tokens = 0
         self.block_table = []
@@ -121,7 +122,8 @@ class Engine:
         self.to_abort.append(request_id)
 
     def view(self):
-        return {"waiting": [r.request_id for r in self.front + self.fresh], "running": [r.request_id for r in self.running],
+        return {"waiting": [r.request_id for r in self.front + self.fresh],
+                "running": [r.request_id for r in self.running],
                 "blocks": {r.request_id: [b.block_id for b in r.block_table] for r in self.running}}
 
     # ---- the block pool ----
