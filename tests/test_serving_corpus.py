@@ -22,6 +22,9 @@ pytestmark = pytest.mark.slow  # a campaign: `python -m pytest -n 2 -m slow` (RE
 CORPUS = pathlib.Path(__file__).parent / "corpus" / "serving"
 BUGGY = sorted(p for p in (CORPUS / "buggy").glob("*.py") if p.name != "__init__.py")
 CORRECT = sorted(p for p in (CORPUS / "correct").glob("*.py") if p.name != "__init__.py")
+# issue 20's rows: until the spec knows prefix caching, the cache_ files cannot be judged by their EXPECTED
+# rule (tests/test_serving_cache_buggy_selfcheck.py checks them against the issue's rules meanwhile)
+CACHING = {"no_false_sharing", "refcount_exact", "longest_prefix_hit", "lru_eviction"} <= set(spec.serving.NAMES)
 
 
 def expected_of(path: pathlib.Path) -> str:
@@ -50,11 +53,15 @@ def test_the_serving_corpus_is_big_enough():
 def test_every_expected_name_is_in_the_serving_registry():
     names = set(spec.serving.NAMES)
     for path in BUGGY:
+        if path.name.startswith("cache_") and not CACHING:
+            continue
         assert expected_of(path) in names and set(also_of(path)) <= names, path.name
 
 
 @pytest.mark.parametrize("path", BUGGY, ids=lambda p: p.stem)
 def test_every_buggy_serving_scheduler_is_caught_with_the_right_invariant(tmp_path, path, capsys):
+    if path.name.startswith("cache_") and not CACHING:
+        pytest.skip("the spec has no prefix caching yet (issue 20)")
     code, report = verify(tmp_path, f"{path}:serve")
     out = capsys.readouterr().out
     assert code == 1, out
