@@ -223,7 +223,7 @@ def run_verify(args: argparse.Namespace) -> int:
     hypothesis_deadline = started + args.budget / 2 if args.engine == "all" else deadline
     progress = Progress(hypothesis_deadline)
     found, calls, unfinished, contracts, checks, flaky = [], 0, [], [], None, []
-    bounds, statistics = None, {}  # measured over the calls the Hypothesis engine made
+    bounds, statistics, corners = None, {}, None  # measured over the calls the Hypothesis engine made
     try:
         isolated = args.backend == "hypothesis"
         with (TargetProcess(target, call_seconds=args.call_timeout, shape=model.shape,
@@ -248,7 +248,7 @@ def run_verify(args: argparse.Namespace) -> int:
                     found += merged.found
                     calls, unfinished, checks = merged.calls, merged.unfinished, list(merged.checks)
                     flaky = list(merged.flaky)
-                    bounds, statistics = merged.bounds, merged.statistics
+                    bounds, statistics, corners = merged.bounds, merged.statistics, merged.coverage
                 else:
                     search = Search(
                         process, hypothesis_deadline, find_all=args.all, database=database,
@@ -257,7 +257,7 @@ def run_verify(args: argparse.Namespace) -> int:
                     found += [(f.counterexample, f.actual) for f in search.run(stateful=ours or online, only=only)]
                     calls, unfinished, checks = search.calls_tried, search.unfinished, list(search.checks)
                     flaky = list(search.flaky)
-                    bounds, statistics = search.bounds, search.statistics
+                    bounds, statistics, corners = search.bounds, search.statistics, search.coverage
             if args.engine in ("crosshair", "all") and (args.all or not found):
                 from proofs.symbolic.bridge import run_contracts, to_counterexamples
                 from proofs.search.engine import Search
@@ -293,12 +293,14 @@ def run_verify(args: argparse.Namespace) -> int:
         print()
     if checks:  # after the counterexamples: a report's first line is the invariant and the engine
         print("\n".join(check_lines(checks)))
+    if corners is not None and corners.calls:  # per corner of the coverage model: the calls that reached it
+        print("\n".join(corners.lines()))
     for entry in flaky:  # seen once, never again: logged, not a counterexample
         print(f"flaky {entry['invariant']} (size {entry['size']}): {entry['message']}; not counted")
         print(f"  {entry['input_repr']}")
         print()
     engine = "hypothesis+crosshair" if args.engine == "all" else args.engine
-    line = summary_line(verdict, target.text, len(found), calls, engine, bounds)
+    line = summary_line(verdict, target.text, len(found), calls, engine, bounds, corners)
     if contracts:
         counts = {o: sum(c["outcome"] == o for c in contracts) for o in OUTCOMES}
         line += f"; crosshair: {len(contracts)} contracts (" + ", ".join(
@@ -326,7 +328,7 @@ def run_verify(args: argparse.Namespace) -> int:
     print(line)
     if args.json or args.junit or args.sarif or args.html:
         report = _write_json(args.json, verdict, target.text, time.monotonic() - started, [cex for cex, _ in found],
-                             contracts, checks, needed, model, flaky, coverage(calls, bounds, statistics))
+                             contracts, checks, needed, model, flaky, coverage(calls, bounds, statistics, corners))
         ci_reports.write_outputs(args, "verify", report, target.text)
         if args.html:
             from proofs.report import html
@@ -358,12 +360,15 @@ def check_lines(checks) -> list[str]:
     return lines
 
 
-def coverage(calls: int, bounds, statistics: dict) -> dict:
-    """What the search covered, measured: calls made, the ranges of the valid ones, and per check the cases drawn."""
+def coverage(calls: int, bounds, statistics: dict, corners=None) -> dict:
+    """What the search covered, measured: calls made, the ranges of the valid ones, per check the cases drawn,
+    and per corner of the coverage model the judged calls that reached it (``corners``, proofs.search.coverage)."""
     if not calls and bounds is None:
         return {}
     covered = {"calls": calls, "bounds": bounds.to_json() if bounds is not None else {}}
     covered["statistics"] = {check: dict(sorted(counter.items())) for check, counter in sorted(statistics.items())}
+    if corners is not None:
+        covered["corners"] = corners.to_json()
     return covered
 
 

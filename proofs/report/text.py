@@ -29,19 +29,33 @@ def format_counterexample(cex: Counterexample, actual=None) -> list[str]:
     return lines + model.timeline(cex.call, actual)
 
 
+def coverage_names(coverage) -> tuple:
+    """The corners of the coverage model that ``coverage`` counts, in registry order."""
+    from proofs.search.coverage import names
+
+    return names(coverage.model)
+
+
 def drawable(call, result, model=None) -> bool:
     """True when ``call`` is valid and ``result`` has the contract's shape, so a timeline can be drawn."""
     return (model or models.get()).drawable(call, result)
 
 
-def summary_line(verdict: str, target: str, found: int, examples: int, engine: str = "hypothesis", bounds=None) -> str:
-    """The last line of a verify run; a PASS states the calls made and the ranges they covered (``bounds``, measured)."""
+def summary_line(verdict: str, target: str, found: int, examples: int, engine: str = "hypothesis", bounds=None,
+                 coverage=None) -> str:
+    """The last line of a verify run; a PASS states the calls made, the ranges they covered (``bounds``, measured)
+    and, when corners were measured (``coverage``, proofs.search.coverage), how many were reached and which never."""
     if verdict == "pass":
         line = f"PASS {target}  engine={engine}"
         if examples:
             line += f"  {examples} calls"
             covered = bounds.describe() if bounds is not None else ""
             line += f"; {covered}" if covered else ""
+        if coverage is not None and coverage.calls:
+            total = len(coverage_names(coverage))
+            never = coverage.unreached()
+            line += f"; corners: {total - len(never)} of {total} reached"
+            line += f", never: {', '.join(never)}" if never else ""
         return line
     if verdict == "fail":
         noun = "counterexample" if found == 1 else "counterexamples"

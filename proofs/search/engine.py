@@ -8,14 +8,20 @@ counterexample was found within the examples and the budget, which the summary n
 What it runs, in order, stopping at the first counterexample (``--all`` goes on):
 1. counterexamples saved by earlier runs for this target, replayed first;
 2. every class of bad input, systematically (``strategies.bad_calls``);
+   then the bulk phase (proofs.search.bulk): many cheap seeded calls aimed at the
+   corners of the coverage model, in batches, judged in this process; a finding goes
+   through the same minimiser and record as one of the conformance search;
 3. valid calls across the whole domain, steered by ``hypothesis.target`` towards long
-   queues, ties and large gaps between the policies (a failure that does not repeat
-   in a fresh process is reported as ``deterministic``);
+   queues, ties, large gaps between the policies and the corners of the coverage model
+   (a failure that does not repeat in a fresh process is reported as ``deterministic``);
 4. repeated calls, each in a fresh process and after other calls, rejected ones
    included (``deterministic``);
 5. bad inputs combined at random (``strategies.corrupted_calls``);
 6. for our own impl (through its factory) and for an online target, the stateful test
    through the online protocol (proofs.online.stateful).
+
+Every valid call judged by the bulk phase or the conformance search is measured
+against the coverage model (``self.coverage``: per corner, how many calls reached it).
 
 Every check keeps an account (``CheckAccount``): how many calls it tried, how many it
 planned, and whether it ran to its end.  A check that the deadline cut short, or that
@@ -39,6 +45,7 @@ from __future__ import annotations
 
 import copy
 import glob
+import hashlib
 import json
 import math
 import os
@@ -48,11 +55,13 @@ from collections import Counter
 from typing import Callable, NamedTuple
 
 from hypothesis import HealthCheck, Verbosity, event, given, settings
+from hypothesis import target as hypothesis_target
 from hypothesis import strategies as st
 
 from proofs import models
 from proofs.counterexample import Counterexample
 from proofs.sandbox import HarnessError, TargetProcess, harness_collector, run_once
+from proofs.search.coverage import Coverage
 from proofs.search.judge import Finding, judge_invalid_call, judge_repeated_call, judge_valid_call
 from proofs.search.database import GuardedDatabase
 
@@ -61,8 +70,8 @@ HYPOTHESIS_SHRINK_SECONDS = 0.3  # then the deterministic minimiser takes over
 HANG_PROBE_SECONDS = 0.25  # the limit of one probe while a hang is minimised (then confirmed at the full limit)
 RETRY_FACTOR = 4  # a failure seen once only is retried with this many times the per-call limit
 FLAKY_PER_CHECK = 3  # after this many flaky failures a check stops (and is unfinished)
-CHECKS = ("replay", "validation", "conformance", "deterministic", "corrupted_validation", "stateful")
-EXAMPLES = {"conformance": 500, "deterministic": 30, "validation": 200, "stateful": 60}
+CHECKS = ("replay", "validation", "bulk", "conformance", "deterministic", "corrupted_validation", "stateful")
+EXAMPLES = {"conformance": 500, "bulk": 5000, "deterministic": 30, "validation": 200, "stateful": 60}
 REPEATED_CALLS = 7  # target calls per example of the deterministic check (proofs.search.judge.judge_repeated_call)
 UNITS = {"stateful": "programs"}  # what a check counts; every other check counts calls to the target
 OUR_FACTORIES = {"chapter": "impl:make_scheduler", "serving": "impl:make_serving"}  # our impl, online
@@ -172,6 +181,7 @@ class Search:
         self._history: list = []  # the calls the failing call's process had answered before it
         self.bounds = self.model.new_bounds()  # the ranges of the valid calls actually made (every PASS line states them)
         self.statistics: dict[str, Counter] = {}  # per check: how often each interesting case was drawn
+        self.coverage = Coverage(self.model.name)  # per corner of the coverage model: the judged calls that reached it
 
     # -- the run ---------------------------------------------------------------------
 
@@ -185,6 +195,7 @@ class Search:
         steps = [
             ("replay", self._replay_saved),
             ("validation", self._systematic_validation),
+            ("bulk", self._bulk),
             ("conformance", self._conformance),
             ("deterministic", self._deterministic),
             ("corrupted_validation", self._corrupted_validation),
@@ -226,6 +237,8 @@ class Search:
             return self.examples["deterministic"] * REPEATED_CALLS
         if check == "corrupted_validation":
             return self.examples["validation"]
+        if check == "bulk" and not isinstance(self.process, TargetProcess):
+            return 0  # a target in this process (the crosshair backend) has no child to batch calls to
         return self.examples[check]
 
     def _saved_files(self) -> list[str]:
@@ -254,6 +267,8 @@ class Search:
         if steer:
             try:
                 reference = self.model.steer(call)
+                reached = self.coverage.add(call, reference, "hypothesis")
+                hypothesis_target(float(len(reached)), label="corners reached")
             except BaseException:
                 self.process.collect()  # the call in flight ends before anything else is sent
                 raise
@@ -332,6 +347,43 @@ class Search:
                 if self._done():
                     return False
             self.progress("validation", self.calls_tried)
+        return True
+
+    def database_key(self, check: str) -> bytes:
+        """The example database key of ``check``'s Hypothesis search: its examples are saved and replayed under it."""
+        text = f"schedcheck:{self.process.target.text}:{self.model.name}:{check}:{sorted(self.known)}"
+        return hashlib.sha384(text.encode()).digest()
+
+    def _bulk(self) -> bool:
+        """The bulk phase (proofs.search.bulk); a finding is minimised and recorded as a conformance one."""
+        from hypothesis.database import choices_to_bytes
+
+        from proofs.search.aim import choices_for
+        from proofs.search.bulk import BulkPhase
+
+        if not isinstance(self.process, TargetProcess):
+            return True  # nothing planned
+        phase = BulkPhase(self, self.examples["bulk"], self.seed)
+        self.bulk = phase
+        flaky_before = len(self.flaky)
+        while not phase.run():
+            if phase.found is None:
+                self._account.stopped = "deadline"
+                return False
+            call, finding, index, choices = phase.found
+            phase.found = None
+            if self.database is not None:  # the next run's conformance search replays it first
+                self.database.save(self.database_key("conformance"), choices_to_bytes(choices_for(self.model.name, index, choices)))
+            self._history = phase.history
+            small, again = self._minimize_valid(call, finding.invariant)
+            self._history = []
+            if again is not None:
+                self._record("deterministic" if again.invariant == "deterministic" else "conformance", small, again)
+                if self._done():
+                    return False
+            elif len(self.flaky) - flaky_before >= FLAKY_PER_CHECK:
+                self._account.stopped = "flaky"
+                return False
         return True
 
     def _conformance(self) -> bool:
@@ -552,9 +604,7 @@ class Search:
                 print_blob=False,
                 backend=self.backend,
             )(given(strategy)(test))
-            runner.hypothesis.inner_test._hypothesis_internal_add_digest = (
-                f"schedcheck:{self.process.target.text}:{check}:{sorted(ignore)}".encode()
-            )
+            runner._hypothesis_internal_database_key = self.database_key(check)  # the bulk phase saves under it too
             if self.seed is not None:
                 # not hypothesis.seed(), which also switches the example database off: a
                 # seeded run (the ci profile) must still replay what other runs found

@@ -41,6 +41,7 @@ class Merged(NamedTuple):
     flaky: list = []  # failures seen once that did not reproduce (proofs.search.engine.Search.flaky)
     bounds: object = None  # strategies.Bounds merged over every worker's calls
     statistics: dict = {}  # per check: how often each interesting case was drawn
+    coverage: object = None  # proofs.search.coverage.Coverage merged over every worker's calls
 
 
 class _Task(NamedTuple):
@@ -94,7 +95,7 @@ def run_parallel(
     replay = _run_task(_Task(-1, "replay", target, deadline, stateful, find_all, db, saved_dir,
                              call_seconds, seed, examples, *named), database=database)
     if replay[1] and not find_all:
-        return Merged(replay[1], replay[2], [], list(replay[5]), list(replay[6]), replay[7], dict(replay[8]))
+        return Merged(replay[1], replay[2], [], list(replay[5]), list(replay[6]), replay[7], dict(replay[8]), replay[9])
 
     checks = plan(stateful)
     context = multiprocessing.get_context("fork")  # shared with the sandbox's forked children
@@ -132,7 +133,7 @@ def run_parallel(
     results = [by_index[index] for index in sorted(by_index)]
     found, calls, unfinished, accounts = list(replay[1]), replay[2], [], list(replay[5])
     flaky = list(replay[6])
-    bounds, statistics = replay[7], dict(replay[8])
+    bounds, statistics, corners = replay[7], dict(replay[8]), replay[9]
     from proofs.search.engine import CheckAccount
 
     for result in results:
@@ -143,6 +144,7 @@ def run_parallel(
             bounds.merge(result[7])
         for check, counter in result[8].items():
             statistics[check] = statistics.get(check, type(counter)()) + counter
+        corners.merge(result[9])
         if cancelled:
             accounts += [CheckAccount(a.check, a.planned, a.tried, False, a.seconds, "counterexample") for a in accounts_here]
             continue
@@ -155,7 +157,7 @@ def run_parallel(
             unfinished.append(check)
     if not find_all:
         found = found[:1]
-    return Merged(found, calls, unfinished, accounts, flaky, bounds, statistics)
+    return Merged(found, calls, unfinished, accounts, flaky, bounds, statistics, corners)
 
 
 def _worker(task: _Task, first_found, warned):
@@ -185,7 +187,9 @@ def _run_task(task: _Task, database=None):
 
     first_found = _shared.get("first_found")
     if first_found is not None and not task.find_all and first_found.value < task.index:
-        return task.index, [], 0, [], True, [], [], None, {}  # an earlier check has already found one
+        from proofs.search.coverage import Coverage
+
+        return task.index, [], 0, [], True, [], [], None, {}, Coverage(task.model)  # an earlier check has already found one
     if database is None:
         database = open_database(task.db, warn=_warn_once)
     cancelled = {"now": False}
@@ -208,4 +212,4 @@ def _run_task(task: _Task, database=None):
             first_found.value = min(first_found.value, task.index)
     pairs = [(f.counterexample, f.actual) for f in found]
     return (task.index, pairs, search.calls_tried, list(search.unfinished), cancelled["now"], list(search.checks),
-            list(search.flaky), search.bounds, search.statistics)
+            list(search.flaky), search.bounds, search.statistics, search.coverage)

@@ -89,8 +89,25 @@ def _many_requests(seed: int, n: int, limit: int, arrival_base: int, id_base: in
 
 @built_once
 def valid_calls(max_requests: int = MAX_REQUESTS, many: bool = True):
-    """A valid (requests, config), shrinking towards the smallest input: across the whole domain, or under memory pressure."""
-    return st.one_of(_any_calls(max_requests, many), _pressure_calls(max_requests), _budget_calls(max_requests))
+    """A valid (requests, config), shrinking towards the smallest input: across the whole domain, or under memory pressure.
+
+    With the default arguments, one call in four comes from a generator aimed at a corner of the
+    coverage model (``proofs.search.aim``)."""
+    anywhere = st.one_of(_any_calls(max_requests, many), _pressure_calls(max_requests), _budget_calls(max_requests))
+    if max_requests == MAX_REQUESTS and many:
+        return _aimed_or(anywhere)
+    return anywhere
+
+
+@built_once
+@st.composite
+def _aimed_or(draw, anywhere):
+    """A call aimed at a corner (the last branch), or one drawn from ``anywhere``."""
+    from proofs.search.aim import AIMED_BRANCH, aimed_calls
+
+    if draw(st.integers(0, AIMED_BRANCH)) == AIMED_BRANCH:
+        return draw(aimed_calls("serving"))
+    return draw(anywhere)
 
 
 @built_once

@@ -147,7 +147,15 @@ def small_calls(draw, max_jobs: int = MAX_JOBS, work_cap: int = WORK_CAP):
 @built_once
 @st.composite
 def valid_calls(draw, max_jobs: int = MAX_JOBS, work_cap: int = WORK_CAP, large: bool | None = None):
-    """A valid (jobs, slots, continuous), shrinking towards the smallest input; large ones only when ``large`` (default: with the default ``max_jobs``)."""
+    """A valid (jobs, slots, continuous), shrinking towards the smallest input; large ones only when ``large`` (default: with the default ``max_jobs``).
+
+    With the default arguments, one call in four comes from a generator aimed at a corner of the
+    coverage model (``proofs.search.aim``), the others from the whole domain as below."""
+    if max_jobs == MAX_JOBS and work_cap == WORK_CAP and large is None:
+        from proofs.search.aim import AIMED_BRANCH, aimed_calls
+
+        if draw(st.integers(0, AIMED_BRANCH)) == AIMED_BRANCH:
+            return draw(aimed_calls("chapter"))
     large = (max_jobs == MAX_JOBS) if large is None else large
     if large and all(draw(st.tuples(*[st.booleans()] * 3))):  # one in eight, shrinking to small
         jobs, slots, continuous = draw(large_calls())

@@ -1,0 +1,223 @@
+"""The bulk phase: many cheap calls aimed at the corners, sent to the sandboxed target in batches, judged in the parent.
+
+What it establishes: for every call it made, the target kept every invariant of the
+registry, as the conformance search would have judged it; it reports, per corner of
+the coverage model (proofs.search.coverage), how many of its calls reached it.  Like
+every search it is not a proof.
+
+How: calls are built outside Hypothesis's per-example machinery, by the recipes of
+proofs.search.aim driven by a seeded ``random.Random`` (``RandomChooser``): a call
+costs microseconds to build, where a Hypothesis example costs milliseconds
+(docs/performance.md).  A batch of calls goes to the target's own sandbox child in one
+message; while the child runs them, the parent computes their reference runs.  The
+child answers, per call, the result encoded by ``marshal`` (format 2: plain data
+only, no references, so equal plain data of equal types in the same key order gives
+equal bytes), or why it has none.
+
+Judging (the soundness argument).  Every invariant of the registry is a property of
+the call and the result, and the reference run keeps every one of them: the test suite
+checks ``spec.check`` / ``spec.serving.check`` of the reference on thousands of calls
+(tests/test_properties.py, tests/test_serving_spec.py) and in every correct-corpus
+campaign.  A result whose encoding is byte for byte the reference's is the same plain
+data, of the same types (marshal tells an int from a bool or a float, a list from a
+tuple), as the reference, so it keeps every invariant too, and the full oracle has
+nothing to find: the bulk phase accepts it without running it.  This holds under
+``--policy none`` as well (the reference keeps the policy-free invariants).  Any other
+answer (different bytes, an exception, a result marshal cannot encode, a call slower
+than the per-call limit, a batch that mutated its input, died, hung or answered
+garbage) is never decoded here: each such call runs again alone through the ordinary
+path (``TargetProcess.call`` on the search's own child, then ``judge_valid_call`` with
+the full oracle), so what the parent reads from the target crosses the sandbox's own
+transport only, and every finding, message and verdict is the ordinary one.  The
+bytes are compared, never decoded: a hostile target controls them.
+
+A finding is handed to the ordinary minimiser and recorded as a ``conformance``
+counterexample, exactly as a failing Hypothesis example is (``Search._minimize_valid``:
+minimised, confirmed in a fresh process, flaky if it does not fail again), and the
+choices that built it are saved in the example database under the conformance
+search's key (``aim.choices_for``), so the next run's Hypothesis search replays it
+first, through the ordinary path.
+
+Bounds: the per-call limit holds inside a batch (the child times every call, and one
+that overran is run again alone under the sandbox's own limit); a whole batch has a
+wall-clock limit of twice the per-call limit plus four times its expected length, so
+a hang costs at most that before its calls run alone.  Batches grow from 8 calls
+until one takes about a quarter of the per-call limit (at most 256 calls).  The phase
+stops at its planned number of calls, at the run's deadline, or at the first finding.
+What is not covered: a failure that only shows after earlier calls in the batch's
+child and not alone is found only if the ordinary path's retry after the same calls
+shows it (``Search._retry``), as for the conformance search.
+"""
+
+from __future__ import annotations
+
+import functools
+import marshal
+import random
+import time
+
+from proofs.sandbox import RETURNED, Outcome, TargetProcess
+from proofs.search import aim
+from proofs.search.judge import judge_valid_call
+
+MARSHAL_FORMAT = 2  # no back-references: the bytes depend on the data, never on object identity
+FIRST_BATCH = 8
+MAX_BATCH = 256
+BATCH_SHARE = 0.25  # a batch should take about this share of the per-call limit
+SLOW, RAISED_IN_BATCH, UNSENDABLE = "slow", "raised", "unsendable"
+
+
+# -- the child's side ---------------------------------------------------------------------------------
+
+
+class BatchAdapter:
+    """Turns the target loaded in the sandbox child into a runner of batches (``inner`` first: an online driver).
+
+    A module-level class, so that a sandbox that pickles its adapter (to send it to a
+    zygote, say) can send this one."""
+
+    def __init__(self, inner=None) -> None:
+        self.inner = inner
+
+    def __call__(self, function):
+        if self.inner is not None:
+            function = self.inner(function)
+        return functools.partial(run_batch, function)
+
+
+def run_batch(function, calls, seconds: float):
+    """In the child: each call of ``calls`` in order, answered as ``(RETURNED, marshal bytes)``,
+    ``(SLOW, seconds)``, ``(RAISED_IN_BATCH, exception class name)`` or ``(UNSENDABLE, "")``;
+    then the child's CPU seconds for the batch."""
+    clock = time.perf_counter
+    answers = []
+    cpu = time.process_time()
+    for call in calls:
+        started = clock()
+        try:
+            result = function(*call)
+        except BaseException as error:  # the target may raise anything: the ordinary path judges it again
+            answers.append((RAISED_IN_BATCH, type(error).__name__))
+            continue
+        spent = clock() - started
+        if spent > seconds:
+            answers.append((SLOW, spent))
+            continue
+        try:
+            answers.append((RETURNED, marshal.dumps(result, MARSHAL_FORMAT)))
+        except BaseException:  # not plain data (a subclass, an object, a cycle): the ordinary transport judges it
+            answers.append((UNSENDABLE, ""))
+    return answers, time.process_time() - cpu
+
+
+# -- the parent's side -----------------------------------------------------------------------------------
+
+
+class BulkPhase:
+    """One bulk phase of a verify run against ``search``'s target (proofs.search.engine.Search)."""
+
+    def __init__(self, search, planned: int, seed: int | None, max_size: int | None = None) -> None:
+        self.search = search
+        self.model = search.model
+        self.planned = planned
+        self.seed = random.randrange(2**32) if seed is None else seed
+        book = aim.recipes(self.model.name)
+        self.recipes = [(index, recipe) for index, recipe in enumerate(book)
+                        if max_size is None or max_size > 30 or not recipe.large]
+        self.rng = random.Random(self.seed)
+        self.batch = FIRST_BATCH
+        self.per_call = 0.005  # the child's expected seconds per call, measured batch by batch
+        self.calls = 0  # calls judged
+        self.rerun = 0  # calls judged again through the ordinary path
+        self.history: list = []  # the calls the bulk child answered, oldest first (for a retry after them)
+        self.child_seconds = 0.0  # the child's CPU time spent in batches
+        self.found = None  # (call, finding, recipe index, choices) of the first finding
+
+    def _process(self) -> TargetProcess:
+        search = self.search
+        return TargetProcess(search.process.target, call_seconds=search.process.call_seconds or 1.0,
+                             shape=self.model.shape, adapter=BatchAdapter(getattr(self.model, "adapter", None)))
+
+    def _build(self) -> tuple:
+        index, recipe = self.recipes[self.rng.randrange(len(self.recipes))]
+        chooser = aim.RandomChooser(self.rng)
+        return recipe.build(chooser), index, chooser.choices
+
+    def run(self) -> bool:
+        """Run batches until ``planned`` calls are judged (True), or the deadline or a finding stops it (False)."""
+        search = self.search
+        limit = search.process.call_seconds or 1.0
+        with self._process() as process:
+            while self.calls < self.planned:
+                if time.monotonic() >= search.deadline:
+                    return False
+                size = min(self.batch, self.planned - self.calls)
+                built = [self._build() for _ in range(size)]
+                calls = [entry[0] for entry in built]
+                seconds = min(2 * limit + 4 * size * self.per_call, max(0.1, search.deadline + 1.0 - time.monotonic()))
+                started = time.monotonic()
+                process.submit(calls, limit, seconds=seconds)
+                references = [self.model.reference(call) for call in calls]
+                expected = [marshal.dumps(reference, MARSHAL_FORMAT) for reference in references]
+                outcome = process.collect()
+                answers = self._answers(outcome, size)
+                if answers is not None:
+                    self._measure(answers[1], size, time.monotonic() - started)
+                    answers = answers[0]
+                for position, (call, index, choices) in enumerate(built):
+                    answer = answers[position] if answers is not None else None
+                    reference = references[position]
+                    if not (answer is not None and answer[0] == RETURNED and answer[1] == expected[position]):
+                        findings = self._ordinary(call, reference)
+                        if findings:
+                            self._count(built[:position + 1], references)
+                            self.found = (call, findings[0], index, choices)
+                            self.history += calls[:position]
+                            return False
+                self._count(built, references)
+                search.progress("bulk", search.calls_tried)
+                self.history += calls
+                if len(self.history) > 4096:
+                    del self.history[:-4096]
+                if answers is None:
+                    process.close()  # a batch that died, hung or answered garbage: the next one starts afresh
+        return True
+
+    def _answers(self, outcome: Outcome, size: int):
+        """The batch's (answers, child CPU seconds), or None when it must be judged call by call."""
+        if outcome.kind != RETURNED or outcome.mutated or not outcome.sendable:
+            return None
+        value = outcome.result
+        if not (isinstance(value, (list, tuple)) and len(value) == 2 and isinstance(value[0], (list, tuple))
+                and len(value[0]) == size and isinstance(value[1], float)):
+            return None
+        if not all(isinstance(answer, (list, tuple)) and len(answer) == 2 and type(answer[0]) is str
+                   for answer in value[0]):
+            return None
+        return list(value[0]), value[1]
+
+    def _measure(self, child_cpu: float, size: int, wall: float) -> None:
+        """Learn the child's seconds per call, and size the next batch to a quarter of the per-call limit."""
+        self.child_seconds += child_cpu
+        limit = self.search.process.call_seconds or 1.0
+        self.per_call = max(1e-5, 0.5 * self.per_call + 0.5 * wall / size)
+        self.batch = max(FIRST_BATCH, min(MAX_BATCH, int(BATCH_SHARE * limit / self.per_call)))
+
+    def _ordinary(self, call, reference) -> list:
+        """The call alone through the ordinary path: the search's own child, the full oracle."""
+        search = self.search
+        self.rerun += 1
+        search.calls_tried += 1
+        outcome = search.process.call(*call)
+        ignore = search.known
+        return [f for f in judge_valid_call(outcome, *call, reference=reference, model=self.model)
+                if f.invariant not in ignore]
+
+    def _count(self, built, references) -> None:
+        search = self.search
+        for (call, _, _), reference in zip(built, references):
+            search.bounds.add(call)
+            search.coverage.add(call, reference, "bulk")
+        self.calls += len(built)
+        search.calls_tried += len(built)
+        search._account.tried += len(built)
