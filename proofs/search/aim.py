@@ -29,7 +29,7 @@ from typing import Callable, NamedTuple
 
 from proofs.search.built import built_once, st
 from proofs.search.coverage import BUDGET_KS, INT32_MAX
-from proofs.search.strategies import JobDict, JobList
+from proofs.search.values import JobDict, JobList
 
 AIMED_BRANCH = 3  # valid_calls draws integers(0, AIMED_BRANCH) first; this value takes the aimed branch
 
