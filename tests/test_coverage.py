@@ -184,27 +184,51 @@ def test_every_recipe_builds_valid_calls_and_reaches_its_corner(model):
     assert not missed, {corner: (reached[corner], tried[corner]) for corner in missed}
 
 
+def replayed_by_hypothesis(model: str, choices: tuple):
+    """What ``valid_calls()`` of ``model`` draws when Hypothesis replays ``choices`` from its example database."""
+    from hypothesis.database import choices_to_bytes
+
+    database = InMemoryExampleDatabase()
+    replayed = []
+
+    @settings(database=database, max_examples=1, phases=[Phase.reuse], deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(STRATEGY[model]())
+    def test(value):
+        replayed.append(value)
+
+    test._hypothesis_internal_database_key = b"key"
+    database.save(b"key", choices_to_bytes(choices))
+    test()
+    return replayed[0] if replayed else None
+
+
 @pytest.mark.parametrize("model", ["chapter", "serving"])
 def test_a_bulk_calls_choices_replay_as_the_same_call_in_hypothesis(model):
-    """The choices a RandomChooser recorded, stored as an example of valid_calls(), make Hypothesis draw that call."""
+    """The choices a RandomChooser recorded (for a call and for its variant), stored as an example of
+    valid_calls(), make Hypothesis draw that very call."""
     for index, recipe in enumerate(aim.recipes(model)):
-        chooser = aim.RandomChooser(random.Random(index))
+        for seed in range(2):
+            chooser = aim.RandomChooser(random.Random(100 * seed + index))
+            call = recipe.build(chooser)
+            other, choices = aim.variant(chooser, (chooser.choices[-2] + 1) % aim.KINDS, (chooser.choices[-1] + 1) % aim.ORDERS)
+            for made, made_choices in ((call, chooser.choices), (other, choices)):
+                replayed = replayed_by_hypothesis(model, aim.choices_for(model, index, made_choices))
+                assert replayed == made and type(replayed[0]) is type(made[0]), recipe.corner
+
+
+@pytest.mark.parametrize("model", ["chapter", "serving"])
+def test_a_call_and_its_variant_have_the_same_reference_run(model):
+    """The bulk phase judges a call and its variant (another container and caller's order) by one reference run."""
+    rng = random.Random(5)
+    for index in range(300):
+        recipe = aim.recipes(model)[index % len(aim.recipes(model))]
+        chooser = aim.RandomChooser(rng)
         call = recipe.build(chooser)
-        database = InMemoryExampleDatabase()
-        replayed = []
-
-        @settings(database=database, max_examples=1, phases=[Phase.reuse], deadline=None,
-                  suppress_health_check=list(HealthCheck))
-        @given(STRATEGY[model]())
-        def test(value):
-            replayed.append(value)
-
-        test._hypothesis_internal_database_key = b"key"
-        from hypothesis.database import choices_to_bytes
-
-        database.save(b"key", choices_to_bytes(aim.choices_for(model, index, chooser.choices)))
-        test()
-        assert replayed and replayed[0] == call and type(replayed[0][0]) is type(call[0]), recipe.corner
+        for kind in range(aim.KINDS):
+            for order in range(aim.ORDERS):
+                other, _ = aim.variant(chooser, kind, order)
+                assert RUN[model](*other) == RUN[model](*call), (recipe.corner, kind, order)
 
 
 def test_valid_calls_reach_every_case_the_docs_name():
@@ -302,6 +326,7 @@ def test_the_bulk_phase_judges_our_impl_by_its_bytes_alone(model):
     account = run.checks[0]
     assert account.check == "bulk" and account.finished and account.tried == 1200 == run.bulk.calls
     assert run.bulk.rerun == 0  # every answer was the reference's bytes: no call ran twice
+    assert run.bulk.references == 600  # a call and its variant share one reference run
     assert run.coverage.phases["bulk"]["calls"] == 1200 and run.bounds.calls == 1200
     assert run.bulk.child_seconds > 0
 
@@ -367,7 +392,7 @@ def test_a_hostile_batch_is_judged_call_by_call_by_the_ordinary_path(tmp_path):
             process.start()
             run = Search(process, time.monotonic() + 60, model=model, examples=examples_for(50) | {"bulk": 1})
             phase = BulkPhase(run, 1, 0)
-            phase._build = lambda call=call: (call, 0, [])
+            phase._build = lambda call=call: [(call, 0, [])]
             finished = phase.run()
         if wanted is None:
             assert finished and phase.found is None and phase.rerun == 1, prompt  # judged again alone, and passed

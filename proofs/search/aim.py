@@ -37,19 +37,23 @@ AIMED_BRANCH = 3  # valid_calls draws integers(0, AIMED_BRANCH) first; this valu
 class RandomChooser:
     """Choices from a seeded ``random.Random``, recorded in the order made (as Hypothesis would record them)."""
 
-    __slots__ = ("rng", "choices")
+    __slots__ = ("rng", "random", "choices", "arranged")
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
+        self.random = rng.random
         self.choices: list = []
+        self.arranged = None  # (items, config, rebuild) of the call's last two choices (``arrange``), for a variant
 
     def integer(self, low: int, high: int) -> int:
-        value = self.rng.randint(low, high)
+        span = high - low + 1
+        # a float scaled for a span well within its 53 bits (uniform enough for a search, and 3x cheaper than randint)
+        value = low + int(self.random() * span) if span < 2**40 else self.rng.randint(low, high)
         self.choices.append(value)
         return value
 
     def boolean(self) -> bool:
-        value = self.rng.random() < 0.5
+        value = self.random() < 0.5
         self.choices.append(value)
         return value
 
@@ -105,8 +109,16 @@ def _id_list(c, n: int, wide: bool) -> list[int]:
     return [base + step * p for p in positions]
 
 
-def _container(c, items: list, config=None):
-    kind = c.integer(0, 4)  # 0-2: a list; 3: a tuple; 4: list and dict subclasses
+KINDS = 5  # how the items are held: 0-2 a list, 3 a tuple, 4 list and dict subclasses
+ORDERS = 3  # the order the caller lists them in: 0 as built, 1 reversed, 2 every other one first
+
+
+def arrange(items: list, config, kind: int, order: int):
+    """``items`` (and ``config``, when given) in the container ``kind`` and the caller's order ``order``."""
+    if order == 1:
+        items = items[::-1]
+    elif order == 2:
+        items = items[::2] + items[1::2]
     if kind == 3:
         items = tuple(items)
     elif kind == 4:
@@ -114,6 +126,22 @@ def _container(c, items: list, config=None):
         if config is not None:
             config = JobDict(config)
     return items if config is None else (items, config)
+
+
+def _container(c, items: list, config=None, rebuild=None):
+    """The call's last two choices: the container and the caller's order of the items (neither changes the
+    reference run: the spec sorts the items and reads them as plain dicts)."""
+    kind, order = c.integer(0, KINDS - 1), c.integer(0, ORDERS - 1)
+    if isinstance(c, RandomChooser):
+        c.arranged = (items, config, rebuild)
+    return arrange(items, config, kind, order)
+
+
+def variant(chooser: "RandomChooser", kind: int, order: int) -> tuple:
+    """The call ``chooser`` last built, in another container and order, and the choices that build it."""
+    items, config, rebuild = chooser.arranged
+    arranged = arrange(items, config, kind, order)
+    return (rebuild(arranged) if rebuild is not None else arranged), [*chooser.choices[:-2], kind, order]
 
 
 # -- the chapter's model --------------------------------------------------------------------------------------
@@ -131,7 +159,7 @@ def _burst_arrivals(c, n: int, base: int = 0, spread: int | None = None) -> list
 
 def _chapter_call(c, jobs: list, slots: int, continuous: bool | None = None):
     continuous = c.boolean() if continuous is None else continuous
-    return _container(c, jobs), slots, continuous
+    return _container(c, jobs, rebuild=lambda arranged: (arranged, slots, continuous)), slots, continuous
 
 
 def chapter_generic(c):

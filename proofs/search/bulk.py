@@ -8,11 +8,19 @@ every search it is not a proof.
 How: calls are built outside Hypothesis's per-example machinery, by the recipes of
 proofs.search.aim driven by a seeded ``random.Random`` (``RandomChooser``): a call
 costs microseconds to build, where a Hypothesis example costs milliseconds
-(docs/performance.md).  A batch of calls goes to the target's own sandbox child in one
+(docs/performance.md).  Each call built is sent twice: as built, and as a *variant*
+with the same requests (jobs) in another container and another caller's order (its
+last two choices changed, ``aim.variant``).  Both have the same reference run, since the
+spec sorts the requests and reads them as plain dicts (tests/test_coverage.py checks
+``spec.run`` and ``spec.serving.run`` give equal results on both, for every recipe), so
+one reference run judges two calls; the variant probes what a scheduler does with the
+caller's order and containers.  A batch of calls goes to the target's own sandbox child in one
 message; while the child runs them, the parent computes their reference runs.  The
 child answers, per call, the result encoded by ``marshal`` (format 2: plain data
 only, no references, so equal plain data of equal types in the same key order gives
-equal bytes), or why it has none.
+equal bytes) and written as hex text, or why it has none: a batch's answer is a list
+of strings and numbers, plain data for any transport of the sandbox (bytes would not
+be one).
 
 Judging (the soundness argument).  Every invariant of the registry is a property of
 the call and the result, and the reference run keeps every one of them: the test suite
@@ -57,7 +65,7 @@ import random
 import time
 
 from proofs.sandbox import RETURNED, Outcome, TargetProcess
-from proofs.search import aim
+from proofs.search import aim, coverage
 from proofs.search.judge import judge_valid_call
 
 MARSHAL_FORMAT = 2  # no back-references: the bytes depend on the data, never on object identity
@@ -86,7 +94,7 @@ class BatchAdapter:
 
 
 def run_batch(function, calls, seconds: float):
-    """In the child: each call of ``calls`` in order, answered as ``(RETURNED, marshal bytes)``,
+    """In the child: each call of ``calls`` in order, answered as ``(RETURNED, marshal bytes as hex)``,
     ``(SLOW, seconds)``, ``(RAISED_IN_BATCH, exception class name)`` or ``(UNSENDABLE, "")``;
     then the child's CPU seconds for the batch."""
     clock = time.perf_counter
@@ -104,7 +112,7 @@ def run_batch(function, calls, seconds: float):
             answers.append((SLOW, spent))
             continue
         try:
-            answers.append((RETURNED, marshal.dumps(result, MARSHAL_FORMAT)))
+            answers.append((RETURNED, marshal.dumps(result, MARSHAL_FORMAT).hex()))
         except BaseException:  # not plain data (a subclass, an object, a cycle): the ordinary transport judges it
             answers.append((UNSENDABLE, ""))
     return answers, time.process_time() - cpu
@@ -129,6 +137,8 @@ class BulkPhase:
         self.per_call = 0.005  # the child's expected seconds per call, measured batch by batch
         self.calls = 0  # calls judged
         self.rerun = 0  # calls judged again through the ordinary path
+        self.references = 0  # reference runs computed (a call and its variant share one)
+        self.variants = True  # send every call built in a second container and order too
         self.history: list = []  # the calls the bulk child answered, oldest first (for a retry after them)
         self.child_seconds = 0.0  # the child's CPU time spent in batches
         self.found = None  # (call, finding, recipe index, choices) of the first finding
@@ -138,10 +148,16 @@ class BulkPhase:
         return TargetProcess(search.process.target, call_seconds=search.process.call_seconds or 1.0,
                              shape=self.model.shape, adapter=BatchAdapter(getattr(self.model, "adapter", None)))
 
-    def _build(self) -> tuple:
+    def _build(self) -> list:
+        """A call built by a recipe, and its variant: [(call, recipe index, choices), ...], one reference run for all."""
         index, recipe = self.recipes[self.rng.randrange(len(self.recipes))]
         chooser = aim.RandomChooser(self.rng)
-        return recipe.build(chooser), index, chooser.choices
+        group = [(recipe.build(chooser), index, chooser.choices)]
+        if self.variants and chooser.arranged is not None:
+            order = (chooser.choices[-1] + 1 + self.rng.randrange(aim.ORDERS - 1)) % aim.ORDERS  # another order
+            call, choices = aim.variant(chooser, self.rng.randrange(aim.KINDS), order)
+            group.append((call, index, choices))
+        return group
 
     def run(self) -> bool:
         """Run batches until ``planned`` calls are judged (True), or the deadline or a finding stops it (False)."""
@@ -151,14 +167,24 @@ class BulkPhase:
             while self.calls < self.planned:
                 if time.monotonic() >= search.deadline:
                     return False
-                size = min(self.batch, self.planned - self.calls)
-                built = [self._build() for _ in range(size)]
+                groups, size = [], 0
+                while size < min(self.batch, self.planned - self.calls):
+                    groups.append(self._build()[:self.planned - self.calls - size])
+                    size += len(groups[-1])
+                built = [entry for group in groups for entry in group]
                 calls = [entry[0] for entry in built]
                 seconds = min(2 * limit + 4 * size * self.per_call, max(0.1, search.deadline + 1.0 - time.monotonic()))
                 started = time.monotonic()
                 process.submit(calls, limit, seconds=seconds)
-                references = [self.model.reference(call) for call in calls]
-                expected = [marshal.dumps(reference, MARSHAL_FORMAT) for reference in references]
+                references, expected, reached = [], [], []
+                for group in groups:  # one reference run, its encoding and its corners per group
+                    reference = self.model.reference(group[0][0])
+                    encoded = marshal.dumps(reference, MARSHAL_FORMAT).hex()
+                    corners = coverage.reached(self.model.name, group[0][0], reference)
+                    references += [reference] * len(group)
+                    expected += [encoded] * len(group)
+                    reached += [corners] * len(group)
+                self.references += len(groups)
                 outcome = process.collect()
                 answers = self._answers(outcome, size)
                 if answers is not None:
@@ -170,11 +196,11 @@ class BulkPhase:
                     if not (answer is not None and answer[0] == RETURNED and answer[1] == expected[position]):
                         findings = self._ordinary(call, reference)
                         if findings:
-                            self._count(built[:position + 1], references)
+                            self._count(built[:position + 1], reached)
                             self.found = (call, findings[0], index, choices)
                             self.history += calls[:position]
                             return False
-                self._count(built, references)
+                self._count(built, reached)
                 search.progress("bulk", search.calls_tried)
                 self.history += calls
                 if len(self.history) > 4096:
@@ -213,11 +239,11 @@ class BulkPhase:
         return [f for f in judge_valid_call(outcome, *call, reference=reference, model=self.model)
                 if f.invariant not in ignore]
 
-    def _count(self, built, references) -> None:
+    def _count(self, built, reached) -> None:
         search = self.search
-        for (call, _, _), reference in zip(built, references):
+        for (call, _, _), corners in zip(built, reached):
             search.bounds.add(call)
-            search.coverage.add(call, reference, "bulk")
+            search.coverage.add_names(corners, "bulk")
         self.calls += len(built)
         search.calls_tried += len(built)
         search._account.tried += len(built)

@@ -187,52 +187,56 @@ def serving_facts(call, reference) -> Facts:
     trace = reference["trace"]
     _jumps(facts, [entry["tick"] for entry in trace])
     budget, max_seqs, chunked = config["token_budget"], config["max_seqs"], config["chunked_prefill"]
-    by_id = {r["id"]: r for r in requests}
-    computed: dict = {}
-    generated: dict = {}
-    held: dict = {}  # blocks held per request
-    preemptions: Counter = Counter()
+    arrival = {r["id"]: r["arrival"] for r in requests}
+    known = {r["id"]: r["prompt"] for r in requests}  # prompt + generated
+    computed = dict.fromkeys(known, 0)
+    held = dict.fromkeys(known, 0)  # blocks held per request
+    preemptions = dict.fromkeys(known, 0)
     started: set = set()
     running: list = []
-    waiting = deque(sorted(by_id, key=lambda i: (by_id[i]["arrival"], i)))
+    in_running: set = set()
+    waiting = deque(sorted(known, key=lambda i: (arrival[i], i)))
     free = config["num_blocks"]
+    no_blocks: dict = {}
     for entry in trace:
         tick = entry["tick"]
         for rid in entry["aborted"]:
-            if rid in running:
+            if rid in in_running:
                 facts.aborts.add("running")
                 running.remove(rid)
+                in_running.discard(rid)
             else:
                 facts.aborts.add("preempted" if rid in started else "waiting")
                 waiting.remove(rid)
-            free += held.pop(rid, 0)
+            free += held[rid]
+            held[rid] = 0
         at_start = len(running)
-        allocated = {rid: len(blocks) for rid, blocks in entry["allocated"]}
+        allocated = {rid: len(blocks) for rid, blocks in entry["allocated"]} if entry["allocated"] else no_blocks
         scheduled = entry["scheduled"]
         used = 0
         index = 0
-        while index < len(scheduled) and scheduled[index][0] in running:  # the running pass
+        while index < len(scheduled) and scheduled[index][0] in in_running:  # the running pass
             rid, n = scheduled[index]
-            need = by_id[rid]["prompt"] + generated.get(rid, 0) - computed.get(rid, 0)
-            if n < need and n == budget - used:
+            if n < known[rid] - computed[rid] and n == budget - used:
                 facts.budget_cut = True
             used += n
-            free -= allocated.get(rid, 0)
             index += 1
         preempted = entry["preempted"]
         if preempted:
             facts.preempt_running = max(facts.preempt_running, at_start)
             for rid in preempted:
                 running.remove(rid)
-                free += held.pop(rid, 0)
-                computed[rid] = 0
+                in_running.discard(rid)
+                free += held[rid]
+                held[rid] = computed[rid] = 0
                 preemptions[rid] += 1
                 if preemptions[rid] >= 2:
                     facts.preempted_twice = True
                 waiting.appendleft(rid)
+        for rid, n in scheduled[:index]:
+            free -= allocated.get(rid, 0)
         for rid, n in scheduled[index:]:  # the waiting pass: admissions, from the front of the queue
-            known = by_id[rid]["prompt"] + generated.get(rid, 0)
-            if n < known and n == budget - used:
+            if n < known[rid] and n == budget - used:
                 facts.budget_cut = True
             used += n
             free -= allocated.get(rid, 0)
@@ -242,25 +246,26 @@ def serving_facts(call, reference) -> Facts:
                 facts.resumed = True
             waiting.remove(rid)
             running.append(rid)
+            in_running.add(rid)
             started.add(rid)
-        if not preempted and waiting and by_id[waiting[0]]["arrival"] <= tick:  # why the waiting pass stopped
-            head = waiting[0]
+        if not preempted and waiting and arrival[waiting[0]] <= tick:  # why the waiting pass stopped
             if len(running) >= max_seqs:
                 facts.seqs_full_with_queue = True
-            elif not chunked and 0 < budget - used < by_id[head]["prompt"] + generated.get(head, 0):
+            elif not chunked and 0 < budget - used < known[waiting[0]]:
                 facts.budget_cut = True
         if used == budget:
             facts.budget_exact.add(len(scheduled))
         for rid, n in scheduled:  # compute
-            done = computed.get(rid, 0) + n
+            done = computed[rid] + n
             computed[rid] = done
-            if rid in allocated:
-                held[rid] = held.get(rid, 0) + allocated[rid]
-            if done == by_id[rid]["prompt"] + generated.get(rid, 0):
-                generated[rid] = generated.get(rid, 0) + 1
+            held[rid] += allocated.get(rid, 0)
+            if done == known[rid]:
+                known[rid] = done + 1
         for rid in entry["finished"]:
             running.remove(rid)
-            free += held.pop(rid, 0)
+            in_running.discard(rid)
+            free += held[rid]
+            held[rid] = 0
     for record in reference["requests"]:
         if record.get("abort") is not None and record["finish"] is not None and record["abort"] == record["finish"]:
             facts.aborts.add("just finished")
