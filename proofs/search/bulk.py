@@ -68,6 +68,7 @@ from proofs.sandbox import RETURNED, Outcome, TargetProcess
 from proofs.search import aim, coverage
 from proofs.search.judge import judge_valid_call
 
+LARGE_SHARE = 4  # a small recipe's weight against a large one's
 MARSHAL_FORMAT = 2  # no back-references: the bytes depend on the data, never on object identity
 FIRST_BATCH = 8
 MAX_BATCH = 256
@@ -130,8 +131,10 @@ class BulkPhase:
         self.planned = planned
         self.seed = random.randrange(2**32) if seed is None else seed
         book = aim.recipes(self.model.name)
+        # a large recipe (more than 30 jobs) is drawn a quarter as often as a small one: its calls cost 10x more
         self.recipes = [(index, recipe) for index, recipe in enumerate(book)
-                        if max_size is None or max_size > 30 or not recipe.large]
+                        if max_size is None or max_size > 30 or not recipe.large
+                        for _ in range(1 if recipe.large else LARGE_SHARE)]
         self.rng = random.Random(self.seed)
         self.batch = FIRST_BATCH
         self.per_call = 0.005  # the child's expected seconds per call, measured batch by batch
