@@ -52,9 +52,11 @@ wall-clock limit of twice the per-call limit plus four times its expected length
 a hang costs at most that before its calls run alone.  Batches grow from 8 calls
 until one takes about a quarter of the per-call limit (at most 256 calls).  The phase
 stops at its planned number of calls, at the run's deadline, or at the first finding.
-What is not covered: a failure that only shows after earlier calls in the batch's
-child and not alone is found only if the ordinary path's retry after the same calls
-shows it (``Search._retry``), as for the conformance search.
+What is not covered: a wrong answer that shows only in the bulk phase's own child
+(after the calls that child had answered) and not when the call runs again in the
+search's child is not reported: every finding is the ordinary path's, and that path
+did not see it.  The determinism check, which runs each call after others in fresh
+processes, is the check of such history.
 """
 
 from __future__ import annotations
@@ -142,7 +144,7 @@ class BulkPhase:
         self.rerun = 0  # calls judged again through the ordinary path
         self.references = 0  # reference runs computed (a call and its variant share one)
         self.variants = True  # send every call built in a second container and order too
-        self.history: list = []  # the calls the bulk child answered, oldest first (for a retry after them)
+        self.history: list = []  # the calls the search's own child answered before a finding (for a retry after them)
         self.child_seconds = 0.0  # the child's CPU time spent in batches
         self.found = None  # (call, finding, recipe index, choices) of the first finding
 
@@ -201,13 +203,9 @@ class BulkPhase:
                         if findings:
                             self._count(built[:position + 1], reached)
                             self.found = (call, findings[0], index, choices)
-                            self.history += calls[:position]
                             return False
                 self._count(built, reached)
                 search.progress("bulk", search.calls_tried)
-                self.history += calls
-                if len(self.history) > 4096:
-                    del self.history[:-4096]
                 if answers is None:
                     process.close()  # a batch that died, hung or answered garbage: the next one starts afresh
         return True
@@ -238,6 +236,7 @@ class BulkPhase:
         self.rerun += 1
         search.calls_tried += 1
         outcome = search.process.call(*call)
+        self.history = list(getattr(search.process, "history", [None])[:-1])  # what that child answered before it
         ignore = search.known
         return [f for f in judge_valid_call(outcome, *call, reference=reference, model=self.model)
                 if f.invariant not in ignore]
