@@ -262,7 +262,6 @@ def chapter_steps_past_int32(c):
 
 def _tied_jobs(c, ids: list[int]):
     """Jobs with these ids arriving in one or two ticks, so that ids break the FIFO ties."""
-    n = len(ids)
     return [{"id": i, "arrival": c.integer(0, 1), "tokens": c.integer(1, 4)} for i in ids]
 
 
