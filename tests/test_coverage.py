@@ -429,7 +429,7 @@ def test_features_and_bounds_are_measured_from_the_calls():
 def test_a_pass_states_its_bounds_and_corners_and_the_json_carries_them(tmp_path, capsys):
     report = tmp_path / "report.json"
     target = f"{CORRECT / 'heap_queue.py'}:schedule"
-    code = main(["verify", target, "--seed", "0", "--examples", "120", "--budget", "60", "--db", "none",
+    code = main(["verify", target, "--seed", "0", "--examples", "120", "--budget", "600", "--db", "none",
                  "--save-dir", str(tmp_path / "saved"), "--json", str(report)])
     out = capsys.readouterr().out
     assert code == 0, out
