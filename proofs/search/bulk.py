@@ -149,9 +149,12 @@ class BulkPhase:
         self.found = None  # (call, finding, recipe index, choices) of the first finding
 
     def _process(self) -> TargetProcess:
+        """A sandbox child of its own for the batches, made like the search's (same target, limits and shape)."""
         search = self.search
+        same = {name: getattr(search.process, name) for name in ("memory_bytes", "load_seconds")
+                if hasattr(search.process, name)}
         return TargetProcess(search.process.target, call_seconds=search.process.call_seconds or 1.0,
-                             shape=self.model.shape, adapter=BatchAdapter(getattr(self.model, "adapter", None)))
+                             shape=self.model.shape, adapter=BatchAdapter(getattr(self.model, "adapter", None)), **same)
 
     def _build(self) -> list:
         """A call built by a recipe, and its variant: [(call, recipe index, choices), ...], one reference run for all."""
