@@ -448,7 +448,7 @@ def test_a_pass_states_its_bounds_and_corners_and_the_json_carries_them(tmp_path
     )
     assert list(corners["corners"]) == list(coverage.names("chapter"))
     assert corners["calls"] == corners["by_phase"]["bulk"]["calls"] + corners["by_phase"]["hypothesis"]["calls"]
-    assert corners["by_phase"]["bulk"]["calls"] == 1200 and corners["by_phase"]["hypothesis"]["calls"] == 120
+    assert corners["by_phase"]["bulk"]["calls"] == 480 and corners["by_phase"]["hypothesis"]["calls"] == 120
     assert all(corners["corners"][name] == sum(phase[name] for phase in corners["by_phase"].values())
                for name in corners["corners"])
     for name, count in corners["corners"].items():  # one text line per corner
@@ -476,8 +476,8 @@ def test_a_pass_names_the_corners_it_never_reached():
 
 @pytest.mark.parametrize("model", ["chapter", "serving"])
 def test_the_bulk_phase_alone_reaches_every_corner(model):
-    """2000 bulk calls (the bulk phase of ``--examples 200``, the ci profile), seed 0, reach every corner."""
-    run, process = bulk_search(models.get(model).default_target, model, examples_for(200)["bulk"], seed=0)
+    """2000 bulk calls (the bulk phase of a default run), seed 0, reach every corner."""
+    run, process = bulk_search(models.get(model).default_target, model, examples_for(500)["bulk"], seed=0)
     with process:
         assert run.run(only={"bulk"}) == []
     assert run.coverage.unreached() == [], run.coverage.to_json()

@@ -592,14 +592,14 @@ def recipes(model: str) -> tuple:
 
 
 LARGE_KEPT = 0  # a large recipe drawn by Hypothesis runs when integers(0, LARGE_ODDS) gives this, else ``generic`` does
-LARGE_ODDS = 3  # so one in four: large inputs cost Hypothesis milliseconds per example, and large_calls draws them too
+LARGE_ODDS = 15  # so one in sixteen: large inputs cost Hypothesis milliseconds per example, and large_calls draws them too
 
 
 @built_once
 @st.composite
 def aimed_calls(draw, model: str):
     """A valid call of ``model`` from one of its recipes (Hypothesis chooses which, and shrinks within it);
-    a large recipe is kept one time in four, else the generic one runs."""
+    a large recipe is kept one time in sixteen, else the generic one runs."""
     book = RECIPES[model]
     recipe = book[draw(st.integers(0, len(book) - 1))]
     if recipe.large and draw(st.integers(0, LARGE_ODDS)) != LARGE_KEPT:

@@ -46,12 +46,22 @@ choices that built it are saved in the example database under the conformance
 search's key (``aim.choices_for``), so the next run's Hypothesis search replays it
 first, through the ordinary path.
 
-Bounds: the per-call limit holds inside a batch (the child times every call, and one
-that overran is run again alone under the sandbox's own limit); a whole batch has a
-wall-clock limit of twice the per-call limit plus four times its expected length, so
-a hang costs at most that before its calls run alone.  Batches grow from 8 calls
-until one takes about a quarter of the per-call limit (at most 256 calls).  The phase
-stops at its planned number of calls, at the run's deadline, or at the first finding.
+Bounds: the per-call limit holds inside a batch: the child arms an alarm per call, so a
+call that overruns it in Python code is interrupted and answered ``SLOW``, and one
+that returns late is answered so too; such a call runs again alone, and if it passes
+there its time-out is still an observation, handed to the ordinary minimiser like a
+conformance search's (confirmed at the full limit in a fresh process, else flaky).  A
+whole batch has a wall-clock limit of twice the per-call limit plus four times its
+expected length; a batch that meets it (a hang in C code, where no alarm runs) has
+its calls run alone, and the next batches are sized for calls that slow.  A batch
+whose child died, that changed its input or that answered garbage has its calls run
+alone too; if every one keeps every invariant, the batch is noted as flaky (not
+attributed to a call, never a counterexample).  Calls that run again are taken
+smallest first, so that a finding starts as small as the batch allows.  Batches grow
+from 8 calls until one takes about a quarter of the per-call limit (at most 256).  The
+phase stops at its planned number of calls, at the run's deadline, or at the first
+finding (after which the engine hands it over and, with ``--all``, goes on).
+
 What is not covered: a wrong answer that shows only in the bulk phase's own child
 (after the calls that child had answered) and not when the call runs again in the
 search's child is not reported: every finding is the ordinary path's, and that path
@@ -64,11 +74,12 @@ from __future__ import annotations
 import functools
 import marshal
 import random
+import signal
 import time
 
-from proofs.sandbox import RETURNED, Outcome, TargetProcess
+from proofs.sandbox import RETURNED, TIMED_OUT, Outcome, TargetProcess
 from proofs.search import aim, coverage
-from proofs.search.judge import judge_valid_call
+from proofs.search.judge import Finding, judge_valid_call
 
 LARGE_SHARE = 4  # a small recipe's weight against a large one's
 MARSHAL_FORMAT = 2  # no back-references: the bytes depend on the data, never on object identity
@@ -96,28 +107,48 @@ class BatchAdapter:
         return functools.partial(run_batch, function)
 
 
+class _Overrun(BaseException):
+    """Raised in the child by the per-call alarm when a call of a batch overruns the per-call limit."""
+
+
+def _overrun(signum, frame):
+    raise _Overrun
+
+
 def run_batch(function, calls, seconds: float):
     """In the child: each call of ``calls`` in order, answered as ``(RETURNED, marshal bytes as hex)``,
-    ``(SLOW, seconds)``, ``(RAISED_IN_BATCH, exception class name)`` or ``(UNSENDABLE, "")``;
-    then the child's CPU seconds for the batch."""
+    ``(SLOW, seconds)`` (it overran the per-call limit: an alarm interrupts a call that runs Python code, the
+    batch's own limit ends one that does not), ``(RAISED_IN_BATCH, exception class name)`` or
+    ``(UNSENDABLE, "")``; then the child's CPU seconds for the batch."""
     clock = time.perf_counter
     answers = []
     cpu = time.process_time()
-    for call in calls:
-        started = clock()
-        try:
-            result = function(*call)
-        except BaseException as error:  # the target may raise anything: the ordinary path judges it again
-            answers.append((RAISED_IN_BATCH, type(error).__name__))
-            continue
-        spent = clock() - started
-        if spent > seconds:
-            answers.append((SLOW, spent))
-            continue
-        try:
-            answers.append((RETURNED, marshal.dumps(result, MARSHAL_FORMAT).hex()))
-        except BaseException:  # not plain data (a subclass, an object, a cycle): the ordinary transport judges it
-            answers.append((UNSENDABLE, ""))
+    previous = signal.signal(signal.SIGALRM, _overrun)
+    try:
+        for call in calls:
+            started = clock()
+            try:
+                signal.setitimer(signal.ITIMER_REAL, seconds)
+                try:
+                    result = function(*call)
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+            except _Overrun:
+                answers.append((SLOW, clock() - started))
+                continue
+            except BaseException as error:  # the target may raise anything: the ordinary path judges it again
+                answers.append((RAISED_IN_BATCH, type(error).__name__))
+                continue
+            spent = clock() - started
+            if spent > seconds:
+                answers.append((SLOW, spent))
+                continue
+            try:
+                answers.append((RETURNED, marshal.dumps(result, MARSHAL_FORMAT).hex()))
+            except BaseException:  # not plain data (a subclass, an object, a cycle): the ordinary transport judges it
+                answers.append((UNSENDABLE, ""))
+    finally:
+        signal.signal(signal.SIGALRM, previous)
     return answers, time.process_time() - cpu
 
 
@@ -198,20 +229,52 @@ class BulkPhase:
                 if answers is not None:
                     self._measure(answers[1], size, time.monotonic() - started)
                     answers = answers[0]
-                for position, (call, index, choices) in enumerate(built):
-                    answer = answers[position] if answers is not None else None
-                    reference = references[position]
-                    if not (answer is not None and answer[0] == RETURNED and answer[1] == expected[position]):
-                        findings = self._ordinary(call, reference)
-                        if findings:
-                            self._count(built[:position + 1], reached)
-                            self.found = (call, findings[0], index, choices)
-                            return False
+                # every call whose answer is not the reference's bytes runs again alone, the smallest first (so
+                # that a finding is as small as the batch allows); the first finding ends the batch
+                others = [position for position in range(size) if not (
+                    answers is not None and answers[position][0] == RETURNED and answers[position][1] == expected[position])]
+                others.sort(key=lambda position: (self.model.size(calls[position]), position))
+                judged = set(range(size)) - set(others)
+                for position in others:
+                    call, index, choices = built[position]
+                    findings = self._ordinary(call, references[position])
+                    judged.add(position)
+                    if not findings and answers is not None and answers[position][0] == SLOW:
+                        # a time-out seen in the batch is an observation, as in the conformance search: the
+                        # ordinary minimiser confirms it at the full limit in a fresh process, or calls it flaky
+                        findings = [Finding("termination", f"the call did not return within {limit:g} s "
+                                                           "(in a batch of the bulk phase)")]
+                    if findings:
+                        self._count([built[p] for p in sorted(judged)], [reached[p] for p in sorted(judged)])
+                        self.found = (call, findings[0], index, choices)
+                        return False
                 self._count(built, reached)
                 search.progress("bulk", search.calls_tried)
-                if answers is None:
-                    process.close()  # a batch that died, hung or answered garbage: the next one starts afresh
+                if answers is None and outcome.kind == TIMED_OUT:
+                    # no call was seen to overrun its own limit (the alarm would have said): the batch was
+                    # only longer than its own limit, so the next ones are sized for calls this slow
+                    self.per_call = max(self.per_call, seconds / size)
+                    self.batch = max(1, min(self.batch, int(BATCH_SHARE * limit / self.per_call)))
+                elif answers is None:
+                    self._unattributed(outcome, size)
+                if answers is None or any(answer[0] == SLOW for answer in answers):
+                    process.close()  # a batch that died, hung, overran or answered garbage: the next one starts afresh
         return True
+
+    def _unattributed(self, outcome: Outcome, size: int) -> None:
+        """A batch whose child died, that changed its input or answered garbage, every call of which then kept
+        every invariant alone: noted as flaky (a death that did not come back, or a bug that needs the batch's
+        history), never a counterexample."""
+        if outcome.kind == RETURNED and outcome.mutated:
+            invariant, what = "input_unchanged", "changed its input"
+        elif outcome.kind == RETURNED:
+            invariant, what = "well_typed", "answered something other than a batch's answers"
+        else:
+            invariant, what = "termination", f"ended: {outcome.error or outcome.kind}"
+        self.search.flaky.append({
+            "invariant": invariant, "size": size, "input_repr": f"a batch of {size} calls of the bulk phase",
+            "message": f"a batch of {size} calls {what}, but each call alone kept every invariant: not attributed "
+                       "to a call, not counted"})
 
     def _answers(self, outcome: Outcome, size: int):
         """The batch's (answers, child CPU seconds), or None when it must be judged call by call."""
@@ -231,7 +294,7 @@ class BulkPhase:
         self.child_seconds += child_cpu
         limit = self.search.process.call_seconds or 1.0
         self.per_call = max(1e-5, 0.5 * self.per_call + 0.5 * wall / size)
-        self.batch = max(FIRST_BATCH, min(MAX_BATCH, int(BATCH_SHARE * limit / self.per_call)))
+        self.batch = max(1, min(MAX_BATCH, int(BATCH_SHARE * limit / self.per_call)))
 
     def _ordinary(self, call, reference) -> list:
         """The call alone through the ordinary path: the search's own child, the full oracle."""

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from collections import Counter
 from typing import Callable, NamedTuple
 
-from hypothesis import HealthCheck, Verbosity, event, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, event, given, settings
 from hypothesis import target as hypothesis_target
 from hypothesis import strategies as st
 
@@ -71,7 +71,7 @@ HANG_PROBE_SECONDS = 0.25  # the limit of one probe while a hang is minimised (t
 RETRY_FACTOR = 4  # a failure seen once only is retried with this many times the per-call limit
 FLAKY_PER_CHECK = 3  # after this many flaky failures a check stops (and is unfinished)
 CHECKS = ("replay", "validation", "bulk", "conformance", "deterministic", "corrupted_validation", "stateful")
-EXAMPLES = {"conformance": 500, "bulk": 5000, "deterministic": 30, "validation": 200, "stateful": 60}
+EXAMPLES = {"conformance": 500, "bulk": 2000, "deterministic": 30, "validation": 200, "stateful": 60}
 REPEATED_CALLS = 7  # target calls per example of the deterministic check (proofs.search.judge.judge_repeated_call)
 UNITS = {"stateful": "programs"}  # what a check counts; every other check counts calls to the target
 OUR_FACTORIES = {"chapter": "impl:make_scheduler", "serving": "impl:make_serving"}  # our impl, online
@@ -363,6 +363,12 @@ class Search:
 
         if not isinstance(self.process, TargetProcess):
             return True  # nothing planned
+        if self.database is not None and next(iter(self.database.fetch(self.database_key("conformance"))), None):
+            # what the example database holds for the conformance search comes first, as it did before the bulk phase
+            self._search("conformance", self.model.valid_calls(), self._valid_steered, self._minimize_valid,
+                         phases=(Phase.explicit, Phase.reuse))
+            if self._done():
+                return False
         phase = BulkPhase(self, self.examples["bulk"], self.seed)
         self.bulk = phase
         flaky_before = len(self.flaky)
@@ -550,7 +556,7 @@ class Search:
             counter[name] += 1
 
     def _search(self, check: str, strategy, judge, minimize, rule: str = "", per_example: int = 1,
-                replay_as: str | None = None, drawn=None) -> bool:
+                replay_as: str | None = None, drawn=None, phases=None) -> bool:
         """Run one Hypothesis search until it fails, runs out of examples or of time;
         True when its last round ran every example it planned (``check`` names its example count)."""
         account = self._account
@@ -603,6 +609,7 @@ class Search:
                 verbosity=Verbosity.quiet,
                 print_blob=False,
                 backend=self.backend,
+                **({"phases": phases} if phases is not None else {}),
             )(given(strategy)(test))
             runner._hypothesis_internal_database_key = self.database_key(check)  # the bulk phase saves under it too
             if self.seed is not None:
