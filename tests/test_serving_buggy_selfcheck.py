@@ -331,7 +331,7 @@ CASES = {
     "unstarted_abort_ignored": (
         ([req(0, 1, 1, 5, abort=1)], cfg(64, 5, 1, 9, False)), lambda res, ref, call: served_at_or_after_abort(res, call), S3),
     "preempted_abort_ignored": (
-        ([req(0, 2, 2, 3), req(1, 2, 3, 3, abort=4)], cfg(5, 8, 2, 3, False)),
+        ([req(0, 2, 2, 3), req(1, 2, 3, 3, abort=5)], cfg(5, 8, 2, 3, False)),
         lambda res, ref, call: served_at_or_after_abort(res, call), S3),
     "abort_at_finish_tick_applied": (
         ([req(0, 4, 1, 1, abort=5), req(1, 4, 2, 5)], cfg(3, 2**20, 2, 32, True)),
