@@ -89,8 +89,19 @@ def _many_requests(seed: int, n: int, limit: int, arrival_base: int, id_base: in
 
 @built_once
 def valid_calls(max_requests: int = MAX_REQUESTS, many: bool = True):
-    """A valid (requests, config), shrinking towards the smallest input: across the whole domain, or under memory pressure."""
-    return st.one_of(_any_calls(max_requests, many), _pressure_calls(max_requests), _budget_calls(max_requests))
+    """A valid (requests, config), shrinking towards the smallest input: across the whole domain, or under memory pressure;
+    a third of them with the policy switch ``reserve_full_sequence`` set (true or false), the rest without it."""
+    calls = st.one_of(_any_calls(max_requests, many), _pressure_calls(max_requests), _budget_calls(max_requests))
+    return st.tuples(calls, st.sampled_from((None, None, None, None, False, True))).map(_with_switch)
+
+
+def _with_switch(drawn) -> Call:
+    """The drawn call, its config given ``reserve_full_sequence`` unless the drawn value is None (absent: false)."""
+    (requests, config), reserve = drawn
+    if reserve is None:
+        return requests, config
+    switched = dict(config, reserve_full_sequence=reserve)
+    return requests, (type(config)(switched) if type(config) is not dict else switched)
 
 
 @built_once
@@ -226,6 +237,8 @@ def features(call: Call) -> list[str]:
         named.append("token budget 1")
     if config["max_seqs"] == 1:
         named.append("one sequence")
+    if config.get("reserve_full_sequence"):
+        named.append("reserve full sequence")
     return named
 
 
