@@ -347,3 +347,42 @@ def test_verify_checks_vllm_and_ends_with_a_verdict(policy, tmp_path):
     assert done.returncode == 0 and last.startswith("PASS"), done.stdout[-3000:] + done.stderr[-3000:]
     assert last.endswith("declared domain: token_budget >= max_seqs; without chunked prefill, "
                          "every request's prompt + output <= token_budget")
+
+
+# -- SGLang 0.5.23: its admission, KV allocation, radix cache and allocator on CPU (examples/engines/sglang_kv.py) --
+
+
+def sglang_kv():
+    if importlib.util.find_spec("sglang") is None:
+        pytest.skip(f"sglang is not installed in this venv: examples/engines/install-vllm.sh VENV --sglang, then "
+                    "VENV/bin/python -m pytest tests/test_engines.py (docs/engines.md)")
+    sys.path.insert(0, ENGINES)
+    import sglang_kv as module
+
+    return module
+
+
+def test_sglang_keeps_the_block_claims_on_seeded_workloads_with_prefix_hits():
+    module = sglang_kv()
+    counts = [module.run(seed, 15) for seed in range(3)]
+    assert all(c["admitted"] > 0 for c in counts)
+    assert sum(c["hit_tokens"] for c in counts) > 0  # the radix tree was hit, not only filled
+
+
+def test_the_sglang_check_catches_a_lost_slot_and_a_slot_held_twice():
+    module = sglang_kv()
+    engine = module.Engine(8)
+    engine.check("fresh")
+    engine.allocator.free_pages = engine.allocator.free_pages[1:]  # a slot nobody holds and nobody can take
+    with pytest.raises(module.Broken, match="kv_capacity: .*lost"):
+        engine.check("one slot dropped")
+    engine = module.Engine(8)
+    engine.allocator.free_pages = torch_cat_first_twice(engine.allocator.free_pages)
+    with pytest.raises(module.Broken, match="kv_capacity: .*free twice"):
+        engine.check("one slot free twice")
+
+
+def torch_cat_first_twice(pages):
+    import torch
+
+    return torch.cat((pages, pages[:1]))
