@@ -167,6 +167,15 @@ def test_nanovllm_counts_max_num_seqs_per_batch_not_per_running_set():
     assert "slot_bound" in {v.invariant for v in serving.check(requests, one, result, policy="none")}
 
 
+def test_nanovllm_decodes_past_the_token_budget_when_max_seqs_exceeds_it():
+    """Finding 11: the decode pass counts sequences only (docs/engines.md)."""
+    requests = [{"id": i, "arrival": 0, "prompt": 1, "output": 2} for i in range(3)]
+    over = config(3, 2, 2, 3)
+    result = drive(adapter("nanovllm_npu")(over), requests, over)
+    assert [e["scheduled"] for e in result["trace"]] == [[[0, 1], [1, 1]], [[2, 1]], [[0, 1], [1, 1], [2, 1]]]
+    assert [v.invariant for v in serving.check(requests, over, result, policy="none")] == ["token_budget"]
+
+
 # -- vidur -----------------------------------------------------------------------------
 
 RESTART = [{"id": 0, "arrival": 0, "prompt": 1, "output": 5}]
