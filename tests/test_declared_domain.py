@@ -166,3 +166,20 @@ def test_replay_refuses_a_saved_call_outside_the_declaration(tmp_path):
     run = _schedcheck("replay", str(saved))
     assert run.returncode == 2, run.stdout + run.stderr
     assert run.stderr.count("\n") == 1 and "outside the domain" in run.stderr and "not judged" in run.stderr
+
+
+def test_the_policy_switch_is_drawn_only_for_a_target_that_declares_it():
+    seen = {"plain": set(), "declared": set()}
+    plain = models.get("serving")
+    switched = declared.DeclaredModel(plain, declared.Domain({"reserve_full_sequence": [False, True]}))
+    for name, model in (("plain", plain), ("declared", switched)):
+        @settings(max_examples=120, deadline=None, database=None, suppress_health_check=list(HealthCheck),
+                  derandomize=True)
+        @given(model.valid_calls())
+        def drawn(call):
+            assert serving.is_valid(*call)
+            seen[name].add(call[1].get("reserve_full_sequence"))
+
+        drawn()
+    assert seen["plain"] == {None}  # a scheduler written before the switch never sees the key
+    assert seen["declared"] == {None, False, True}

@@ -359,8 +359,8 @@ def test_verify_checks_vllm_and_ends_with_a_verdict(policy, tmp_path):
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=ROOT)
     last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     assert done.returncode == 0 and last.startswith("PASS"), done.stdout[-3000:] + done.stderr[-3000:]
-    assert last.endswith("declared domain: token_budget >= max_seqs; without chunked prefill, "
-                         "every request's prompt + output <= token_budget")
+    assert last.endswith("declared domain: reserve_full_sequence=False or True; token_budget >= max_seqs; "
+                         "without chunked prefill, every request's prompt + output <= token_budget")
 
 
 # -- SGLang 0.5.23: its admission, KV allocation, radix cache and allocator on CPU (examples/engines/sglang_kv.py) --

@@ -91,6 +91,7 @@ import os
 import engine_loading
 
 DOMAIN = {
+    "reserve_full_sequence": [False, True],  # scheduler_reserve_full_isl, both values (true is vLLM's default)
     "token_budget": {"min": "max_seqs"},
     "unchunked": {"prompt_plus_output": {"max": "token_budget"}},
 }

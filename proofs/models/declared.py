@@ -14,7 +14,10 @@ charged to the target: ``replay`` refuses it in one line.
 The vocabulary (every key optional; anything else is a usage error naming it):
 
 - a bool field of the config (``chunked_prefill``; ``reserve_full_sequence`` and
-  ``prefix_caching``, false when absent): the list of the values supported, e.g. ``"chunked_prefill": [False]``;
+  ``prefix_caching``, false when absent): the list of the values supported, e.g.
+  ``"chunked_prefill": [False]``; the policy switch ``reserve_full_sequence`` is drawn
+  only for a target that declares it (``[False, True]``: absent, false and true are
+  drawn), since a scheduler written before the switch rejects the key;
 - an int field of the config (``max_seqs``, ``token_budget``, ``block_size``,
   ``num_blocks``): a dict of bounds, ``min``, ``max`` (each an int, or the name of
   another int field of the same config) and ``multiple_of`` (an int >= 1), e.g.
@@ -44,6 +47,7 @@ BOUNDS = ("min", "max", "multiple_of")
 SECTIONS = {"chunked": True, "unchunked": False}
 INT_FIELDS = ("max_seqs", "token_budget", "block_size", "num_blocks")
 BOOL_FIELDS = ("chunked_prefill", "reserve_full_sequence", "prefix_caching")  # an absent one reads as False
+SWITCHES = ("reserve_full_sequence",)  # policy switches drawn only for a target that declares them
 
 
 # -- reading the declaration ------------------------------------------------------------------
@@ -306,7 +310,23 @@ class DeclaredModel:
                 else tuple(fitted) if isinstance(requests, tuple) else fitted), config
 
     def valid_calls(self, max_jobs: int | None = None):
-        return self.base.valid_calls(max_jobs).map(self.fit).filter(lambda call: self.is_valid(*call))
+        calls = self.base.valid_calls(max_jobs)
+        switches = [(key, self.declared.rules[key]) for key in SWITCHES if key in self.declared.rules]
+        if switches:  # a policy switch the target declares is drawn among its values (absent reads as False)
+            from hypothesis import strategies as st
+
+            choices = [st.sampled_from(((None,) if False in values else ()) + tuple(values)) for _, values in switches]
+            calls = st.tuples(calls, *choices).map(lambda drawn: self._switched(drawn[0], zip(switches, drawn[1:])))
+        return calls.map(self.fit).filter(lambda call: self.is_valid(*call))
+
+    @staticmethod
+    def _switched(call, chosen):
+        requests, config = call
+        config = dict(config)
+        for (key, _), value in chosen:
+            if value is not None:
+                config[key] = value
+        return requests, config
 
     def calls_between(self, call) -> list:
         """The base's other calls, those valid for the model but outside the declaration left out."""

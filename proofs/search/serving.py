@@ -89,19 +89,8 @@ def _many_requests(seed: int, n: int, limit: int, arrival_base: int, id_base: in
 
 @built_once
 def valid_calls(max_requests: int = MAX_REQUESTS, many: bool = True):
-    """A valid (requests, config), shrinking towards the smallest input: across the whole domain, or under memory pressure;
-    a third of them with the policy switch ``reserve_full_sequence`` set (true or false), the rest without it."""
-    calls = st.one_of(_any_calls(max_requests, many), _pressure_calls(max_requests), _budget_calls(max_requests))
-    return st.tuples(calls, st.sampled_from((None, None, None, None, False, True))).map(_with_switch)
-
-
-def _with_switch(drawn) -> Call:
-    """The drawn call, its config given ``reserve_full_sequence`` unless the drawn value is None (absent: false)."""
-    (requests, config), reserve = drawn
-    if reserve is None:
-        return requests, config
-    switched = dict(config, reserve_full_sequence=reserve)
-    return requests, (type(config)(switched) if type(config) is not dict else switched)
+    """A valid (requests, config), shrinking towards the smallest input: across the whole domain, or under memory pressure."""
+    return st.one_of(_any_calls(max_requests, many), _pressure_calls(max_requests), _budget_calls(max_requests))
 
 
 @built_once
