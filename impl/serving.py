@@ -364,7 +364,9 @@ class ServingScheduler:
                 elif n > budget:
                     break
                 need = -(-n // block_size)
-                if self._free_count() < need:
+                # reserve_full_sequence: blocks for the whole known length must be free, though only the chunk's are taken
+                fit = -(-(head.prompt + head.generated) // block_size) if config.reserve_full_sequence else need
+                if self._free_count() < fit:
                     break
                 self._pop_waiting_head(head)
                 self._append_running(head)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
+SWITCHES = ("reserve_full_sequence",)  # optional bools, False when absent
 INT_CONFIG_KEYS = CONFIG_KEYS[:4]
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")
 OPTIONAL_KEYS = ("abort",)
@@ -22,6 +23,7 @@ class Config(NamedTuple):
     block_size: int
     num_blocks: int
     chunked_prefill: bool
+    reserve_full_sequence: bool = False
 
 
 class Row(NamedTuple):
@@ -40,8 +42,9 @@ def check_config(config: Any) -> Config:
         if key not in config:
             raise ValueError(f"config: missing key {key!r}")
     for key in config:
-        if key not in CONFIG_KEYS:
-            raise ValueError(f"config: unexpected key {key!r}; a config has exactly {', '.join(CONFIG_KEYS)}")
+        if key not in CONFIG_KEYS and key not in SWITCHES:
+            raise ValueError(f"config: unexpected key {key!r}; a config has exactly {', '.join(CONFIG_KEYS)} "
+                             f"and optionally {' and '.join(SWITCHES)}")
     values = {key: config[key] for key in CONFIG_KEYS}
     for key in INT_CONFIG_KEYS:
         value = values[key]
@@ -49,6 +52,10 @@ def check_config(config: Any) -> Config:
             raise ValueError(f"config.{key}={value!r}: expected an int >= 1")
     if type(values["chunked_prefill"]) is not bool:
         raise ValueError(f"config.chunked_prefill={values['chunked_prefill']!r}: expected a bool (True or False)")
+    for key in SWITCHES:
+        values[key] = config.get(key, False)
+        if type(values[key]) is not bool:
+            raise ValueError(f"config.{key}={values[key]!r}: expected a bool (True or False)")
     return Config(**values)
 
 

@@ -11,6 +11,7 @@ import time
 
 import spec
 from proofs import models
+from proofs.models import declared
 from proofs.report import ci as ci_reports
 from proofs.counterexample import Counterexample, load, save
 from proofs.sandbox import HarnessError, InProcessTarget, TargetProcess
@@ -205,6 +206,7 @@ def run_verify(args: argparse.Namespace) -> int:
         return _fail_usage(f"--backend {args.backend}: the {model.name} model runs on the hypothesis backend only")
     try:
         target = parse_target(args.online or args.target or model.default_target)
+        model = declared.for_target(model, target)  # the part of the domain the target declares (DOMAIN), if any
     except TargetError as error:
         return _fail_usage(str(error))
     ours = target.text == model.default_target  # our own impl: its online scheduler gets the stateful test too
@@ -323,6 +325,8 @@ def run_verify(args: argparse.Namespace) -> int:
         line += " (incomplete is not a pass)"
     if flaky:
         line += f"; {len(flaky)} flaky failure{'s' if len(flaky) > 1 else ''} not counted (they did not reproduce)"
+    if getattr(model, "declared", None) is not None:  # what was not checked, said with every verdict
+        line += f"; {model.declared.describe()}"
     print(line)
     if args.json or args.junit or args.sarif or args.html:
         report = _write_json(args.json, verdict, target.text, time.monotonic() - started, [cex for cex, _ in found],
@@ -378,6 +382,8 @@ def _write_json(path: str | None, verdict: str, target: str, seconds: float, cou
     report |= covered or {}
     if model is not None and model.name != models.DEFAULT:
         report |= {"model": model.name, "policy": model.policy}
+    if getattr(model, "declared", None) is not None:
+        report["declared_domain"] = {"rules": model.declared.raw, "text": model.declared.describe()}
     if checks is not None:
         report["checks"] = [account.to_json() for account in checks]
     if budget_to_finish is not None:
@@ -409,8 +415,14 @@ def run_replay(args: argparse.Namespace) -> int:
         policy = args.policy or saved.get("policy")
         model = models.get(cex.model, policy, online=online)
         target = parse_target(args.target or found_on or model.default_target)
+        model = declared.for_target(model, target)
     except (TargetError, ValueError) as error:
         return _fail_usage(str(error))
+    outside = getattr(model, "declared", None) is not None and cex.check in ("conformance", "deterministic") \
+        and model.base.is_valid(*cex.call) and not model.declared.admits(cex.call)
+    if outside:  # never charged to the target: it said it does not support such a call
+        return _fail_usage(f"{args.counterexample}: its call is outside the domain {target.text} declares "
+                           f"({model.declared.describe()}): not judged")
     from proofs.search.engine import Search
 
     try:

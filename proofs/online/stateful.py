@@ -150,10 +150,12 @@ class _Client(RuleBasedStateMachine):
 class ServingClient(_Client):
     """A serving engine (add_request, abort, step[, view]) and spec.serving, driven by the same calls."""
 
+    domain = None  # the target's declared domain (proofs.models.declared), if any: configs and requests inside it
+
     @precondition(lambda self: self.shadow is None)
     @rule(config=configs())
     def make(self, config):
-        self.do_make(config)
+        self.do_make(self.domain.fit_config(config) if self.domain is not None else config)
 
     def do_make(self, config):
         self.actions.append(("make", (dict(config),)))
@@ -166,7 +168,12 @@ class ServingClient(_Client):
     @precondition(lambda self: self.shadow is not None)
     @rule(delay=st.integers(0, 4), data=st.data(), id_gap=st.integers(1, 3))
     def add_request(self, delay, data, id_gap):
-        total = data.draw(st.integers(1, max(1, min(peak_tokens(self.config), 12))), label="prompt + output")
+        limit = peak_tokens(self.config)
+        if self.domain is not None:
+            limit = self.domain.request_limit(self.config, limit)
+        if limit < 1:
+            return  # no request fits the declared domain under this config
+        total = data.draw(st.integers(1, max(1, min(limit, 12))), label="prompt + output")
         output = data.draw(st.integers(1, total), label="output")
         self.next_id += id_gap
         arrival = self.next_tick() + delay
@@ -321,7 +328,7 @@ def replayable(invariant: str, message: str, program: list[str], timeline: list[
 
 def run_stateful(target, model_name: str, max_examples: int, seed: int | None = None, policy: str = "fcfs",
                  call_seconds: float = 1.0, deadline: float | None = None, shrink_seconds: float = SHRINK_SECONDS,
-                 account: dict | None = None):
+                 account: dict | None = None, domain=None):
     """Drive ``target`` (a factory) through the protocol; return (invariant, message, program) for a failure, else None.
 
     The program is the shortest failing one found (Hypothesis shrinks it for at most
@@ -338,6 +345,8 @@ def run_stateful(target, model_name: str, max_examples: int, seed: int | None = 
             pass
 
         Machine.process, Machine.policy, Machine.record = process, policy, record
+        if domain is not None:  # the serving client draws inside the target's declared domain
+            Machine.domain = domain
         test = get_state_machine_test(
             Machine,
             settings=settings(

@@ -293,6 +293,8 @@ class Search:
                 cex = Counterexample.from_json(data)
             except (OSError, ValueError, KeyError, TypeError, SyntaxError):
                 continue  # not one of ours, or damaged: the search below covers it anyway
+            if cex.check in ("conformance", "deterministic") and not self.model.is_valid(*cex.call):
+                continue  # outside the domain the target declares (proofs.models.declared): never charged
             findings = self._judge(cex.check, cex.call, cex.rule)
             wanted = [f for f in findings if f.invariant == cex.property and f.invariant not in self.known]
             if wanted:
@@ -378,7 +380,7 @@ class Search:
         account: dict = {}
         failure = run_stateful(target, self.model.name, self.examples["stateful"], self.seed, policy=policy,
                                call_seconds=self.process.call_seconds or 1.0, deadline=self.deadline,
-                               account=account)
+                               account=account, domain=getattr(self.model, "declared", None))
         self._account.tried = account.get("programs", 0)
         if failure is None and not account.get("finished", True):
             return False  # the deadline stopped it: not every planned program ran

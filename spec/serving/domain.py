@@ -1,7 +1,8 @@
 """The input domain of the serving model: exactly which calls ``serve(requests, config)`` must accept.
 
 A valid config is a dict with exactly ``max_seqs``, ``token_budget``, ``block_size``
-and ``num_blocks`` (each an int >= 1) and ``chunked_prefill`` (a bool).  Valid
+and ``num_blocks`` (each an int >= 1) and ``chunked_prefill`` (a bool), and optionally
+the policy switch ``reserve_full_sequence`` (a bool, False when absent).  Valid
 requests are a list or tuple of dicts with exactly ``id`` (an int), ``arrival``
 (>= 0), ``prompt`` (>= 1), ``output`` (>= 1) and optionally ``abort`` (an int >=
 arrival; None is rejected), ids unique.  Every int is exactly ``int`` (bool and
@@ -19,6 +20,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
+OPTIONAL_CONFIG_KEYS = ("reserve_full_sequence",)  # policy switches: exactly bool, False when absent
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")
 OPTIONAL_KEYS = ("abort",)
 
@@ -46,6 +48,7 @@ class Config(NamedTuple):
     block_size: int
     num_blocks: int
     chunked_prefill: bool
+    reserve_full_sequence: bool = False  # admit only when blocks for the whole known sequence are free (vLLM's default)
 
 
 def fcfs_key(request: Request) -> tuple[int, int]:
@@ -70,8 +73,9 @@ def validate_config(config: Any) -> Config:
         if key not in config:
             raise ValueError(f"config: missing key {key!r}")
     for key in config:
-        if key not in CONFIG_KEYS:
-            raise ValueError(f"config: unexpected key {key!r}; a config has exactly {', '.join(CONFIG_KEYS)}")
+        if key not in CONFIG_KEYS and key not in OPTIONAL_CONFIG_KEYS:
+            raise ValueError(f"config: unexpected key {key!r}; a config has exactly {', '.join(CONFIG_KEYS)} "
+                             f"and optionally {' and '.join(OPTIONAL_CONFIG_KEYS)}")
     for key in CONFIG_KEYS[:4]:
         value = config[key]
         if not _is_int(value) or value < 1:
@@ -79,7 +83,10 @@ def validate_config(config: Any) -> Config:
     chunked = config["chunked_prefill"]
     if type(chunked) is not bool:
         raise ValueError(f"config.chunked_prefill={chunked!r}: expected a bool (True or False)")
-    return Config(*(config[key] for key in CONFIG_KEYS))
+    reserve = config.get("reserve_full_sequence", False)
+    if type(reserve) is not bool:
+        raise ValueError(f"config.reserve_full_sequence={reserve!r}: expected a bool (True or False)")
+    return Config(*(config[key] for key in CONFIG_KEYS), reserve)
 
 
 def _request_fields(raw: Any, where: str) -> Request:

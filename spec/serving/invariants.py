@@ -90,6 +90,7 @@ def well_typed(state: State) -> bool:
         isinstance(config, Config)
         and all(is_int(v, 1) for v in config[:4])
         and type(config.chunked_prefill) is bool
+        and type(config.reserve_full_sequence) is bool
         and is_int(state.clock, 0)
         and isinstance(state.requests, tuple)
         and all(is_request(r) for r in state.requests)
@@ -331,7 +332,7 @@ def no_admission_after_preemption(state: State) -> bool:
 
 
 def work_conserving(state: State) -> bool:
-    """In a tick without preemption, each admission got the chunk its rule says, and the waiting pass stopped only because the head had not arrived, max_seqs ran, the budget was spent, or the head did not fit.
+    """In a tick without preemption, each admission got the chunk its rule says, and the waiting pass stopped only because the head had not arrived, max_seqs ran, the budget was spent, or the head did not fit (its chunk's blocks, or with reserve_full_sequence its whole known length's).
 
     An admission pass that stops early leaves memory and budget idle while requests wait."""
     latest = state.latest
@@ -364,6 +365,8 @@ def work_conserving(state: State) -> bool:
         n = min(n, budget)
     elif n > budget:
         return True
+    if config.reserve_full_sequence:
+        n = head.known
     return blocks_for(n, config.block_size) > free_then
 
 

@@ -772,6 +772,9 @@ class Replay:
         need = blocks_for(n, config.block_size)
         if need > free:
             return f"its {n} tokens need {need} blocks, {free} free", n
+        if config.reserve_full_sequence and blocks_for(r.known, config.block_size) > free:
+            whole = blocks_for(r.known, config.block_size)
+            return f"its whole known length, {r.known} tokens, needs {whole} blocks (reserve_full_sequence), {free} free", n
         return None, n
 
     def judge_admission(self, t: int, r: _Request, n: int, budget: int, free: int) -> None:

@@ -18,7 +18,10 @@ A run starts in ``initial(requests, config)`` and applies ``step`` until
 5. waiting pass, only if nobody was preempted in this tick: the head is admitted while
    it has arrived, fewer than ``max_seqs`` run and budget is left, with its whole known
    length (a chunk of at most the budget under chunked prefill; without it the pass
-   stops when that does not fit) and the blocks for it (else the pass stops: FCFS);
+   stops when that does not fit) and the blocks for it (else the pass stops: FCFS); with
+   ``reserve_full_sequence`` it fits only if the free blocks hold its whole known
+   length, though it takes only the blocks for its chunk (vLLM's
+   ``scheduler_reserve_full_isl``);
 6. compute: every scheduled request's computed grows by its n; when computed == known
    an output token is generated; a request with all its output finishes at t + 1.
 
@@ -199,7 +202,8 @@ def step(state: State) -> State:
             elif n > budget:
                 break
             need = blocks_for(n, config.block_size)
-            if config.num_blocks - len(held) < need:
+            fit = blocks_for(head.known, config.block_size) if config.reserve_full_sequence else need
+            if config.num_blocks - len(held) < fit:
                 break
             waiting.pop(0)
             new = _lowest_free(held, need)
