@@ -1,6 +1,7 @@
-"""No false alarm: a FAIL reproduces in a fresh process, and a correct scheduler is never blamed.
+"""No false alarm, no wrong result forgiven: a correct scheduler is never blamed, a wrong one always is.
 
-A failure seen once and never again is flaky (logged, not counted); a call is not
+A time-out seen once and never again is flaky (logged, not counted), a wrong result
+never is (tests/test_verdicts.py, tests/test_replay_kinds.py); a call is not
 charged for the harness collecting its own heap; no check compares result keys the
 contract leaves open; an input_unchanged report shows how the jobs changed, on the
 smallest input that shows it.
