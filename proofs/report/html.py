@@ -556,8 +556,10 @@ def verify_page(report: dict, actuals=None, save_dir: str | None = None, summary
     body.append("</section>")
     flaky = report.get("flaky") or []
     if flaky:
-        body.append('<section id="flaky"><h2>Flaky failures (not counted: they did not reproduce)</h2><ul>')
-        body += [f"<li><code>{esc(e.get('invariant'))}</code> (size {esc(e.get('size'))}): {esc(e.get('message'))}"
+        body.append('<section id="flaky"><h2>Flaky time-outs and deaths (not counted: they passed on a retry with a '
+                    'larger limit)</h2><ul>')
+        body += [f"<li>{esc(e.get('kind', 'failure'))} <code>{esc(e.get('invariant'))}</code> (size {esc(e.get('size'))}): "
+                 f"{esc(e.get('message'))}"
                  f"<pre>{esc(e.get('input_repr'))}</pre></li>" for e in flaky]
         body.append("</ul></section>")
     return page(f"schedcheck verify {target}: {verdict}", body)
