@@ -11,7 +11,7 @@ import spec
 import spec.serving as S
 from spec.serving.metrics import trace_entry
 from spec.serving.state import Progress
-from tests.serving_examples import EXAMPLES, expected_result
+from tests.serving_examples import CACHE_EXAMPLES, EXAMPLES, expected_result
 
 FAST = settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -30,6 +30,49 @@ def test_worked_example_exactly(name):
     assert [set(r) for r in result["requests"]] == [set(r) | set(rec) for r, rec in zip(requests, records)]
     assert result == expected_result(name)
     assert S.check(requests, config, result) == []
+
+
+def _impl_serve(requests, config):
+    import impl
+
+    return impl.serve(requests, config)
+
+
+SERVES = {"spec.serving.run": S.run, "impl.serve": _impl_serve}
+
+
+@pytest.mark.parametrize("serve", sorted(SERVES))
+@pytest.mark.parametrize("name", sorted(CACHE_EXAMPLES))
+def test_prefix_caching_worked_example_exactly(name, serve):
+    """P1 and P2 of issue 20, and C1-C4 checked by hand (docs/serving.md draws their timelines)."""
+    requests, config, trace, totals, records = CACHE_EXAMPLES[name]
+    before = copy.deepcopy((requests, config))
+    result = SERVES[serve](requests, config)
+    assert result["trace"] == trace
+    assert {key: result[key] for key in totals} == totals
+    by_id = {record["id"]: record for record in result["requests"]}
+    for request_id, fields in records.items():
+        assert {key: by_id[request_id][key] for key in fields} == fields, request_id
+    assert sum(record["cached"] for record in result["requests"]) == result["cache_hit_tokens"]
+    callers = {r["id"]: r for r in requests}
+    assert all(record.get("tokens") == callers[record["id"]].get("tokens") for record in result["requests"])
+    assert result["computed_tokens"] + result["cache_hit_tokens"] == (
+        result["useful_tokens"] + result["recomputed_tokens"] + result["aborted_tokens"])
+    assert S.check(requests, config, result) == [] and S.check(requests, config, result, policy="none") == []
+    assert (requests, config) == before
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_with_caching_off_the_worked_examples_are_unchanged_and_tokens_are_ignored(name):
+    requests, config, trace, *_ = EXAMPLES[name]
+    with_tokens = [dict(r, tokens=[7] * r["prompt"]) for r in requests]  # every prompt the same: no cache to hit
+    for off in ({**config, "prefix_caching": False}, config):
+        result = S.run(with_tokens, off)
+        assert [{k: v for k, v in e.items() if k != "hits"} for e in result["trace"]] == trace
+        assert all(e.get("hits", []) == [] for e in result["trace"])
+        assert ("cache_hit_tokens" in result) == ("prefix_caching" in off)
+        assert S.check(with_tokens, off, result) == []
+    assert S.run(requests, config) == expected_result(name)  # no prefix_caching key: the result of issue 10
 
 
 def test_s3_record_has_abort_key_only_where_the_caller_gave_one():
@@ -73,15 +116,30 @@ BAD_CALLS = [
     ([REQUEST], None, "config=None: expected a dict with keys max_seqs, token_budget, block_size, num_blocks, chunked_prefill"),
     ([REQUEST], without(CONFIG, "token_budget"), "config: missing key 'token_budget'"),
     ([REQUEST], without(CONFIG, "chunked_prefill"), "config: missing key 'chunked_prefill'"),
-    ([REQUEST], config_with(x=1), "config: unexpected key 'x'; a config has exactly max_seqs, token_budget, block_size, num_blocks, chunked_prefill and optionally reserve_full_sequence"),
     ([REQUEST], config_with(reserve_full_sequence=1), "config.reserve_full_sequence=1: expected a bool (True or False)"),
+    ([REQUEST], config_with(x=1), "config: unexpected key 'x'; a config has exactly max_seqs, token_budget, block_size, num_blocks, chunked_prefill and optionally reserve_full_sequence and prefix_caching"),
+    ([REQUEST], config_with(prefix_caching=1), "config.prefix_caching=1: expected a bool (True or False)"),
+    ([REQUEST], config_with(prefix_caching=None), "config.prefix_caching=None: expected a bool (True or False)"),
+    ([REQUEST], config_with(prefix_caching="yes"), "config.prefix_caching='yes': expected a bool (True or False)"),
+    ([request_with(tokens=[1])], CONFIG, "requests[0].tokens=[1]: expected a list or tuple of exactly prompt=2 ints"),
+    ([request_with(tokens=[1, 2, 3])], CONFIG, "requests[0].tokens=[1, 2, 3]: expected a list or tuple of exactly prompt=2 ints"),
+    ([request_with(tokens="ab")], CONFIG, "requests[0].tokens='ab': expected a list or tuple of exactly prompt=2 ints"),
+    ([request_with(tokens=None)], CONFIG, "requests[0].tokens=None: expected a list or tuple of exactly prompt=2 ints"),
+    ([request_with(tokens={1: 1, 2: 2})], CONFIG, "requests[0].tokens={1: 1, 2: 2}: expected a list or tuple of exactly prompt=2 ints"),
+    ([request_with(tokens=[1, True])], CONFIG, "requests[0].tokens[1]=True: expected an int"),
+    ([request_with(tokens=(1.0, 2))], CONFIG, "requests[0].tokens[0]=1.0: expected an int"),
+    ([request_with(tokens=[Int(1), 2])], CONFIG, "requests[0].tokens[0]=1: expected an int"),
+    ([request_with(tokens=[1, "2"])], config_with(prefix_caching=False), "requests[0].tokens[1]='2': expected an int"),
+    # tokens come after abort, before uniqueness
+    ([request_with(abort=1, tokens=[1])], CONFIG, "requests[0].abort=1: expected an int >= arrival=3"),
+    ([REQUEST, request_with(tokens=[1])], CONFIG, "requests[1].tokens=[1]: expected a list or tuple of exactly prompt=2 ints"),
     ([REQUEST], config_with(chunked_prefill=1), "config.chunked_prefill=1: expected a bool (True or False)"),
     ([REQUEST], config_with(chunked_prefill=None), "config.chunked_prefill=None: expected a bool (True or False)"),
     ("x", CONFIG, "requests='x': expected a list or tuple of request dicts"),
     ({"id": 0}, CONFIG, "requests={'id': 0}: expected a list or tuple of request dicts"),
-    ([5], CONFIG, "requests[0]=5: expected a dict with keys id, arrival, prompt, output[, abort]"),
-    ([REQUEST, [1]], CONFIG, "requests[1]=[1]: expected a dict with keys id, arrival, prompt, output[, abort]"),
-    ([request_with(x=1)], CONFIG, "requests[0]: unexpected key 'x'; a request has exactly id, arrival, prompt, output and optionally abort"),
+    ([5], CONFIG, "requests[0]=5: expected a dict with keys id, arrival, prompt, output[, abort][, tokens]"),
+    ([REQUEST, [1]], CONFIG, "requests[1]=[1]: expected a dict with keys id, arrival, prompt, output[, abort][, tokens]"),
+    ([request_with(x=1)], CONFIG, "requests[0]: unexpected key 'x'; a request has exactly id, arrival, prompt, output and optionally abort and tokens"),
     ([request_with(id="a")], CONFIG, "requests[0].id='a': expected an int"),
     ([request_with(id=True)], CONFIG, "requests[0].id=True: expected an int"),
     ([request_with(id=Int(1))], CONFIG, "requests[0].id=1: expected an int"),
@@ -404,7 +462,10 @@ def test_submit_and_cancel_reject_what_the_domain_rejects():
 ISSUE_ORDER = [
     "well_typed",
     "no_duplicate_active", "no_start_before_arrival", "slot_bound", "nonnegative_remaining", "work_conservation",
-    "every_job_completes_once", "termination", "token_budget", "kv_capacity", "kv_exclusive", "kv_exact",
+    "every_job_completes_once", "termination", "token_budget", "kv_capacity",
+    "no_false_sharing", "refcount_exact",  # issue 20: right after kv_capacity, before kv_exact
+    "kv_exclusive", "kv_exact",
+    "longest_prefix_hit", "lru_eviction",  # issue 20: first among the policy rows
     "fcfs_admission", "running_first", "preempt_newest", "no_admission_after_preemption", "work_conserving",
     "metrics_consistent", "matches_reference",
     "validation", "input_unchanged", "deterministic",
