@@ -524,7 +524,7 @@ def serve(requests: Any, config: Any) -> dict:
     checked = check_config(config)
     rows = check_requests(requests, checked)
     with paused():  # several containers per tick, none left in a cycle (impl/collector.py)
-        engine = ServingScheduler(dict(checked._asdict()))
+        engine = ServingScheduler({key: value for key, value in checked._asdict().items() if value is not None})
         for row in sorted(rows, key=lambda row: (row.arrival, row.id)):
             engine._enqueue(row)
         while engine._tick() is not None:
