@@ -70,9 +70,21 @@ BLOCK_KEYS = ("freed", "allocated", CACHE_ENTRY_KEY)
 def comparable(entry: dict, rename: dict | None = None) -> dict:
     """A trace entry as the reference comparison reads it: plain lists, ``aborted`` and ``finished`` sorted (their
     order carries no rule), ``hits`` present (absent reads as empty), and each block list as its length, or with
-    ``rename`` (prefix caching on) as its ids renamed in the order the engine first takes them."""
+    ``rename`` (prefix caching on) as its ids renamed in the order the engine first takes them.  Without prefix
+    caching the freed lists of the aborted, and those of the finished, are sorted by request too; with it their
+    order is the free queue's, a rule."""
     out = {key: [list(x) if isinstance(x, (list, tuple)) else x for x in entry[key]] for key in ENTRY_KEYS[1:]}
     out["tick"] = entry["tick"]
+    if rename is None and len(out["freed"]) > 1:
+        preempted = out["preempted"]
+        aborted = set(out["aborted"])
+
+        def role(pair):
+            if pair[0] in aborted:
+                return (0, pair[0])
+            return (1, preempted.index(pair[0])) if pair[0] in preempted else (2, pair[0])
+
+        out["freed"] = sorted(out["freed"], key=role)
     for key in ORDERLESS:
         out[key] = sorted(out[key])
     out[CACHE_ENTRY_KEY] = [list(pair) for pair in entry.get(CACHE_ENTRY_KEY, ())]

@@ -132,6 +132,15 @@ class CacheBook:
                     "kv_exclusive", f"tick {t} frees block {self.name(twice)} of request {request_id} twice ({why})",
                     tick=t, ids=[request_id], actual=self.names(blocks),
                 )
+            given = set(blocks)
+            in_table = [b for b in r.held if b in given]
+            if len(in_table) == len(blocks) and in_table != list(blocks):
+                replay.report(
+                    "metrics_consistent",
+                    f"tick {t} frees request {request_id}'s blocks as {self.names(blocks)}, not in table order "
+                    f"{self.names(in_table)}",
+                    tick=t, ids=[request_id], expected=self.names(in_table), actual=self.names(blocks),
+                )
             for block in blocks:
                 if block not in r.held:
                     holder = next(iter(self.holders.get(block, ())), None)
@@ -215,18 +224,18 @@ class CacheBook:
         r = self.replay.of[request_id]
         for block in blocks:
             holders = self.holders.get(block)
-            if holders:
+            if block in r.held:
+                self.replay.report(
+                    "kv_exclusive", f"tick {t}: request {request_id} is given block {self.name(block)} it holds already",
+                    tick=t, ids=[request_id], actual=self.name(block),
+                )
+            elif holders:
                 holder = sorted(holders)[0]
                 self.replay.report(
                     "refcount_exact",
                     f"tick {t} takes block {self.name(block)} from the pool for request {request_id} while its count "
                     f"is {len(holders)} (request {holder} holds it)",
-                    tick=t, ids=[request_id] if holder == request_id else [request_id, holder], actual=self.name(block),
-                )
-            if block in r.held:
-                self.replay.report(
-                    "kv_exclusive", f"tick {t}: request {request_id} is given block {self.name(block)} it holds already",
-                    tick=t, ids=[request_id], actual=self.name(block),
+                    tick=t, ids=[request_id, holder], actual=self.name(block),
                 )
             self._hold(request_id, block)
             self.content[block] = None

@@ -682,6 +682,17 @@ class Replay(FcfsChecks, RecordChecks):
                 if request_id in gone:
                     self.rules.release(request_id)
         if self.book is not None:
+            size = self.config.block_size
+            for request_id in leaving:  # its table as it computed its last token (the running ones: blocks_after)
+                r = self.of[request_id]
+                if len(r.held) != -(-r.cached // size):
+                    self.report(
+                        "kv_exact",
+                        f"request {request_id} computes its last token in tick {t} holding {len(r.held)} blocks "
+                        f"{self.book.names(r.held)} for {r.cached} cached tokens; ceil({r.cached}/{size}) = "
+                        f"{-(-r.cached // size)}",
+                        tick=t, ids=[request_id], expected=-(-r.cached // size), actual=len(r.held),
+                    )
             self.book.release(t, "finishes", leaving, freed)
             return
         for request_id, blocks in freed:
