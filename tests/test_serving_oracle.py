@@ -694,3 +694,22 @@ def test_preempted_order_is_still_a_rule():
     (difference,) = [v for v in found if v.invariant == "matches_reference"]
     assert "in preempted, freed: expected [2, 1], got [1, 2] (the same items in another order" in difference.message
     assert S.check(requests, config, swapped, policy="none") == []  # another victim rule: safety holds
+
+
+def test_the_hostile_target_abort_order_passes_the_stateful_test():
+    """tests/corpus/serving/online_correct/abort_order.py lists aborted in the order the client called abort (and,
+    caching off, frees them so): correct, since that order carries no rule.  Before issue 18 it failed
+    matches_reference ('aborted': [23, 16] against the spec's [16, 23], seed 0)."""
+    import pathlib
+
+    from proofs.online.stateful import run_stateful
+    from proofs.targets import parse_target
+
+    path = pathlib.Path(__file__).parent / "corpus" / "serving" / "online_correct" / "abort_order.py"
+    account = {}
+    assert run_stateful(parse_target(f"{path}:make"), "serving", 150, seed=0, account=account) is None
+    def aborts_twice_in_a_tick(text):
+        calls = [line.split("(")[0] for line in text.splitlines() if line.startswith("engine")]
+        return any(a == b == "engine.abort" for a, b in zip(calls, calls[1:]))
+
+    assert sum(map(aborts_twice_in_a_tick, account["texts"])) >= 5, "too few programs abort two requests in one tick"
