@@ -3,8 +3,11 @@
 import copy
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import spec.serving as S
+from tests.test_serving_spec import cached_calls
 from tests.serving_examples import CACHE_EXAMPLES, EXAMPLES
 
 
@@ -713,3 +716,60 @@ def test_the_hostile_target_abort_order_passes_the_stateful_test():
         return any(a == b == "engine.abort" for a, b in zip(calls, calls[1:]))
 
     assert sum(map(aborts_twice_in_a_tick, account["texts"])) >= 5, "too few programs abort two requests in one tick"
+
+
+class BlockTables:
+    """impl's online engine in the blocks form: each entry gives the tables the tick ran with, no allocated, freed
+    or hits (the driver derives them: an admission's hits are the first len(table) - ceil(n / block_size))."""
+
+    def __init__(self, config):
+        import impl
+
+        self.engine = impl.make_serving(config)
+
+    def add_request(self, request):
+        self.engine.add_request(request)
+
+    def abort(self, request_id):
+        self.engine.abort(request_id)
+
+    def step(self):
+        before = self.engine.view()["blocks"]
+        entry = self.engine.step()
+        if entry is None:
+            return None
+        tables = dict(self.engine.view()["blocks"])
+        for request_id in entry["finished"]:  # as the tick ran it: what it held, its hits, then its new blocks
+            hits = [b for i, blocks in entry.get("hits", []) for b in blocks if i == request_id]
+            new = [b for i, blocks in entry["allocated"] for b in blocks if i == request_id]
+            tables[request_id] = (hits or before.get(request_id, [])) + new
+        out = {key: value for key, value in entry.items() if key not in ("allocated", "freed", "hits")}
+        out["blocks"] = tables
+        return out
+
+
+@pytest.mark.parametrize("form", ["lists", "blocks"])
+@pytest.mark.parametrize("name", sorted(CACHE_EXAMPLES))
+def test_the_caching_examples_online_through_the_driver(name, form):
+    import impl
+    from proofs.online.driver import drive
+
+    requests, config, trace, *_ = CACHE_EXAMPLES[name]
+    engine = impl.make_serving(dict(config)) if form == "lists" else BlockTables(dict(config))
+    result = drive(engine, requests, config)
+    assert "stopped" not in result and S.check(requests, config, result) == []
+    assert result["trace"] == trace
+    assert result == S.run(requests, config)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(cached_calls(max_requests=7), st.sampled_from(["lists", "blocks"]))
+def test_our_online_engine_with_caching_drawn_passes_through_the_driver_in_both_forms(call, form):
+    import impl
+    from proofs.online.driver import drive
+
+    requests, config = call
+    engine = impl.make_serving(dict(config)) if form == "lists" else BlockTables(dict(config))
+    result = drive(engine, requests, config)
+    assert "stopped" not in result, result["stopped"]
+    assert S.check(requests, config, result) == []
