@@ -130,6 +130,8 @@ class ServingShadow:
     # -- the client's side ---------------------------------------------------------
 
     def add(self, request: Request, caller: dict) -> None:
+        if request.tokens is not None and not isinstance(request.tokens, tuple):
+            request = request._replace(tokens=tuple(request.tokens))  # as spec.serving.validate gives them
         self.rows[request.id] = _Row(request, caller)
         self.fresh.append(request.id)
         self.fresh.sort(key=lambda i: fcfs_key(self.rows[i].request))
