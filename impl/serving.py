@@ -308,19 +308,19 @@ class ServingScheduler:
         return taken
 
     def _give_back(self, state: _Request, freed: list) -> None:
-        if not state.blocks:
-            return
-        if self._pool is not None:
-            gone = self._pool.release(state.blocks)
-            if gone:
-                freed.append([state.id, gone])
-            state.blocks = []
+        if self._pool is not None:  # prefix caching: only the blocks whose count reaches 0 go back
+            if state.blocks:
+                gone = self._pool.release(state.blocks)
+                if gone:
+                    freed.append([state.id, gone])
+                state.blocks = []
             state.registered = 0
             return
-        for block in state.blocks:
-            heapq.heappush(self._free, block)
-        freed.append([state.id, state.blocks])
-        state.blocks = []
+        if state.blocks:
+            for block in state.blocks:
+                heapq.heappush(self._free, block)
+            freed.append([state.id, state.blocks])
+            state.blocks = []
 
     def _register(self, state: _Request, tokens: int) -> None:
         """Prefix caching: the blocks of ``state`` that ``tokens`` fill join the cache (at scheduling, as vLLM)."""
