@@ -773,3 +773,26 @@ def test_our_online_engine_with_caching_drawn_passes_through_the_driver_in_both_
     result = drive(engine, requests, config)
     assert "stopped" not in result, result["stopped"]
     assert S.check(requests, config, result) == []
+
+
+@pytest.mark.parametrize("broken", [None, "a new block that is not the free queue's head",
+                                    "an abort that frees shared blocks", "a hit on a partial block"])
+def test_schedcheck_trace_reads_a_caching_header_and_judges_its_entries(tmp_path, broken):
+    """A trace file whose header has prefix_caching and the requests' tokens is checked entry by entry with the same
+    replay, caching rules included (tokens decide what a hit may be)."""
+    from proofs.trace.check import check_file
+    from proofs.trace.files import write
+
+    if broken is None:
+        requests, config, _trace, *_ = CACHE_EXAMPLES["C3"]
+        result = S.run(requests, config)
+    else:
+        requests, config, result = BROKEN_CACHE[broken][0]()
+    totals = {key: value for key, value in result.items() if key not in ("trace", "requests")}
+    path = str(tmp_path / "run.jsonl")
+    write(path, {"model": "serving", "config": config, "requests": requests}, result["trace"], totals)
+    report = check_file(path)
+    if broken is None:
+        assert report.verdict == "pass", report.violation
+    else:
+        assert report.verdict == "fail" and report.violation.invariant == BROKEN_CACHE[broken][1], report.violation
