@@ -425,6 +425,21 @@ def test_with_caching_every_state_of_the_reference_run_satisfies_every_state_inv
 
 @CACHED
 @given(cached_calls())
+def test_with_caching_runs_terminate_within_the_ranking_function(call):
+    requests, config = call
+    state = S.initial(requests, config)
+    budget = S.remaining_work(state)
+    steps = 0
+    while not S.is_terminal(state):
+        before = S.remaining_work(state)
+        state = S.step(state)
+        assert S.remaining_work(state) < before, "a step that does not decrease the ranking function"
+        steps += 1
+    assert steps <= budget
+
+
+@CACHED
+@given(cached_calls())
 def test_with_caching_the_oracle_finds_nothing_in_the_reference_result(call):
     requests, config = call
     result = S.run(requests, config)
