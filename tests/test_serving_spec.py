@@ -408,6 +408,9 @@ def cached_calls(draw, max_requests=7):
         "chunked_prefill": chunked,
         "prefix_caching": draw(st.sampled_from([True, True, True, False])),
     }
+    reserve = draw(st.sampled_from([None, None, False, True]))  # vLLM's reserve_full_sequence, with hits counted
+    if reserve is not None:
+        config["reserve_full_sequence"] = reserve
     assert S.is_valid(requests, config), (requests, config)
     return requests, config
 
