@@ -421,7 +421,8 @@ def _focus(model, call, actual, invariant: str):
         mine = [v for v in violations if v.invariant == invariant] or violations
         if mine:
             return mine[0].tick, mine[0].invariant, expected
-        difference = first_difference(expected, actual) if model.policy != "none" else None
+        caching = isinstance(call[1], dict) and call[1].get("prefix_caching") is True
+        difference = first_difference(expected, actual, caching=caching) if model.policy != "none" else None
     else:
         from spec.oracle import first_difference
 
@@ -621,7 +622,8 @@ def _diff_figure(model, call, old_result, new_result, number: int) -> str:
     if model.name == "serving":
         from spec.serving.oracle import first_difference
 
-        parted = first_difference(old_result, new_result)
+        caching = isinstance(call[1], dict) and call[1].get("prefix_caching") is True
+        parted = first_difference(old_result, new_result, caching=caching)
         focus = parted.tick if parted is not None else None
         svg = serving_svg(*call, old_result["trace"], new_result["trace"], focus, titles=("old", "new"),
                           label="first difference", number=number)

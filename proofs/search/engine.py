@@ -512,10 +512,13 @@ class Search:
                 return small, self._alone(small, wanted, findings[0], self._valid)
             larger = self.model.one_step_larger(small)
             start = larger if fails_within(None)(larger) else call
-        # it fails only after earlier calls: that is a claim about history
+        # it fails only after earlier calls: that is a claim about history, if the repeated-call check confirms it
         for candidate in (small, call):
             if any(f.invariant == "deterministic" for f in self._repeated(candidate)):
-                return self._minimize_repeated(candidate, "deterministic")
+                repeated, finding = self._minimize_repeated(candidate, "deterministic")
+                if finding is not None:
+                    return repeated, finding
+                break  # chance made the repeats differ once: what was seen is judged below
         return call, self._retry(call, wanted, self._history, self._seen)
 
     def _retry(self, call, wanted: str, history: list, seen: Finding | None = None) -> Finding | None:
@@ -667,7 +670,9 @@ class Search:
         if findings:  # a claim about history: the calls before are the check's own (``calls_between``)
             return small, findings[0]._replace(history=(), reproduced="history")
         seen = self._seen
-        if seen is not None and seen.invariant == wanted and seen.observed:
+        if seen is not None and seen.invariant != wanted:
+            return call, None  # the search saw another rule broken (_minimize_valid): its caller judges that
+        if seen is not None and seen.observed:
             return call, seen._replace(
                 message=f"{seen.message} (did not reproduce when the repeated-call check ran again: the bug "
                         "depends on chance)", history=(), reproduced="no")
