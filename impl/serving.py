@@ -19,6 +19,14 @@ size of the queue or of the pool:
   been handed out once, so a pool of 2**40 blocks costs nothing;
 - an idle engine jumps to the next arrival in O(1).
 
+With ``prefix_caching`` on (issue 20) the blocks come from ``impl.serving_cache.PrefixPool``
+instead: reference counts, a free queue (new blocks from its head, a release's blocks
+that reach count 0 at its tail, last block first) and a cache of full blocks by chain.
+A scheduled request registers its blocks that its tokens fill; an admission first takes
+its longest cached prefix (capped at known - 1 tokens), which counts as cached tokens,
+not computed ones, and fits only if its new blocks and its hit blocks of count 0 fit
+in the free queue.
+
 ``serve(requests, config)`` validates everything, then drives a ServingScheduler to the end
 (with the cyclic garbage collector paused while the result is built: impl/collector.py).
 """
@@ -30,6 +38,7 @@ from collections import deque
 from typing import Any
 
 from impl.collector import paused
+from impl.serving_cache import PrefixPool
 from impl.serving_validation import Config, Row, check_config, check_feasible, check_request_fields, check_requests
 
 WAITING, RUNNING, FINISHED, ABORTED = "waiting", "running", "finished", "aborted"
@@ -41,6 +50,7 @@ class _Request:
     __slots__ = (
         "id", "arrival", "prompt", "output", "abort", "given_abort", "status", "generated", "computed",
         "total", "blocks", "start", "first_token", "finish", "aborted", "preemptions", "prev", "next",
+        "tokens", "hit_tokens", "chains", "registered",
     )
 
     def __init__(self, row: Row) -> None:
@@ -62,26 +72,52 @@ class _Request:
         self.preemptions = 0
         self.prev: _Request | None = None
         self.next: _Request | None = None
+        self.tokens = row.tokens  # the prompt's token ids, or None
+        self.hit_tokens = 0  # tokens taken from cache hits, over all its admissions
+        self.chains: list[int] = []  # the chain numbers of its full blocks so far (prefix caching)
+        self.registered = 0  # how many leading blocks of its table are in the cache
 
-    def record(self) -> dict:
+    def chain(self, pool: PrefixPool, j: int, block_size: int) -> int:
+        """The chain number of its block j (full): the same for every request with the same tokens up to its end."""
+        chains = self.chains
+        while len(chains) <= j:
+            k = len(chains)
+            start, end = k * block_size, (k + 1) * block_size
+            parent = chains[-1] if chains else -1
+            if self.tokens is not None and end <= self.prompt:
+                chains.append(pool.number(parent, self.tokens[start:end]))
+            else:  # a token of its own (unnamed prompt, or generated) is in it: no other request has this chain
+                chains.append(pool.number(parent, ((self.id, start),)))
+        return chains[j]
+
+    def record(self, caching_keys: bool) -> dict:
         row = {"id": self.id, "arrival": self.arrival, "prompt": self.prompt, "output": self.output}
         if self.given_abort is not None:
             row["abort"] = self.given_abort
+        if self.tokens is not None:
+            row["tokens"] = list(self.tokens)
         row.update(
             start=self.start, first_token=self.first_token, finish=self.finish, aborted=self.aborted,
             generated=self.generated, preemptions=self.preemptions, computed=self.total,
         )
+        if caching_keys:
+            row["cached"] = self.hit_tokens
         return row
 
 
-def _entry(tick: int, scheduled: list, preempted: list, aborted: list, freed: list, allocated: list, finished: list) -> dict:
-    return {
+def _entry(tick: int, scheduled: list, preempted: list, aborted: list, freed: list, allocated: list, finished: list,
+           hits: list | None = None) -> dict:
+    entry = {
         "tick": tick, "scheduled": scheduled, "preempted": preempted, "aborted": aborted,
         "freed": freed, "allocated": allocated, "finished": finished,
     }
+    if hits is not None:
+        entry["hits"] = hits
+    return entry
 
 
 def _copy_entry(entry: dict) -> dict:
+    hits = entry.get("hits")
     return _entry(
         entry["tick"],
         [list(pair) for pair in entry["scheduled"]],
@@ -90,6 +126,7 @@ def _copy_entry(entry: dict) -> dict:
         [[rid, list(blocks)] for rid, blocks in entry["freed"]],
         [[rid, list(blocks)] for rid, blocks in entry["allocated"]],
         list(entry["finished"]),
+        None if hits is None else [[rid, list(blocks)] for rid, blocks in hits],
     )
 
 
@@ -113,6 +150,10 @@ class ServingScheduler:
         self._aborts: list[tuple[int, int, int]] = []  # heap of (abort tick, arrival, id)
         self._free: list[int] = []  # heap of given-back block ids, all below _fresh
         self._fresh = 0  # ids >= _fresh were never handed out
+        config = self._config
+        self._pool = PrefixPool(config.num_blocks) if config.prefix_caching else None  # prefix caching's blocks
+        self._caching_keys = config.prefix_caching is not None  # entries, records and totals name the cache
+        self._hit_tokens = 0
         self._trace: list[dict] = []
         self._last_work = -1  # last tick with scheduled work
         self._computed_tokens = 0
@@ -249,10 +290,14 @@ class ServingScheduler:
         self._running += 1
 
     def _free_count(self) -> int:
+        if self._pool is not None:
+            return self._pool.free()
         return len(self._free) + self._config.num_blocks - self._fresh
 
     def _take(self, count: int) -> list[int]:
-        """Hand out ``count`` free block ids, lowest first."""
+        """Hand out ``count`` free block ids: lowest first, or (prefix caching) from the free queue's head."""
+        if self._pool is not None:
+            return self._pool.take(count)
         free, taken = self._free, []
         while count and free:
             taken.append(heapq.heappop(free))
@@ -263,11 +308,40 @@ class ServingScheduler:
         return taken
 
     def _give_back(self, state: _Request, freed: list) -> None:
+        if self._pool is not None:  # prefix caching: only the blocks whose count reaches 0 go back
+            if state.blocks:
+                gone = self._pool.release(state.blocks)
+                if gone:
+                    freed.append([state.id, gone])
+                state.blocks = []
+            state.registered = 0
+            return
         if state.blocks:
             for block in state.blocks:
                 heapq.heappush(self._free, block)
             freed.append([state.id, state.blocks])
             state.blocks = []
+
+    def _register(self, state: _Request, tokens: int) -> None:
+        """Prefix caching: the blocks of ``state`` that ``tokens`` fill join the cache (at scheduling, as vLLM)."""
+        full = tokens // self._config.block_size
+        pool, size, blocks = self._pool, self._config.block_size, state.blocks
+        for j in range(state.registered, full):
+            pool.register(blocks[j], state.chain(pool, j, size))
+        if full > state.registered:
+            state.registered = full
+
+    def _hits(self, state: _Request) -> list[int]:
+        """Prefix caching: the longest run of its leading blocks in the cache, within its first known - 1 tokens."""
+        pool, size = self._pool, self._config.block_size
+        limit = (state.prompt + state.generated - 1) // size
+        hits = []
+        for j in range(limit):
+            block = pool.cached(state.chain(pool, j, size))
+            if block is None:
+                break
+            hits.append(block)
+        return hits
 
     def _run_aborts(self, tick: int, freed: list) -> list[int]:
         """Contract step 2: every unfinished request with abort <= tick leaves; return their ids in (arrival, id) order."""
@@ -306,7 +380,7 @@ class ServingScheduler:
             if head is None and not aborted:
                 return None
             if aborted or head is None:  # an abort-only tick, or everything left
-                entry = _entry(tick, [], [], aborted, freed, [], [])
+                entry = _entry(tick, [], [], aborted, freed, [], [], [] if self._caching_keys else None)
                 self._trace.append(entry)
                 self.clock = tick + 1
                 return entry
@@ -317,6 +391,8 @@ class ServingScheduler:
         scheduled: list[tuple[_Request, int]] = []
         preempted: list[int] = []
         allocated: list = []
+        hits_of: list = []
+        pool = self._pool
         free = self._free
         # contract step 4: the running pass
         state = self._head
@@ -328,7 +404,7 @@ class ServingScheduler:
             extra = -(-(computed + n) // block_size) - len(state.blocks)
             if extra > 0:
                 self_preempted = False
-                while len(free) + config.num_blocks - self._fresh < extra:
+                while (len(free) + config.num_blocks - self._fresh if pool is None else pool.free()) < extra:
                     victim = self._tail
                     self._unlink(victim)
                     self._give_back(victim, freed)
@@ -348,6 +424,8 @@ class ServingScheduler:
                 taken = self._take(extra)
                 state.blocks.extend(taken)
                 allocated.append([state.id, taken])
+            if pool is not None:
+                self._register(state, computed + n)
             scheduled.append((state, n))
             budget -= n
             state = state.next
@@ -358,22 +436,37 @@ class ServingScheduler:
                 head = self._waiting_head()
                 if head is None or head.arrival > tick:
                     break
-                n = head.prompt + head.generated
+                hits = self._hits(head) if pool is not None else ()
+                start = len(hits) * block_size
+                n = head.prompt + head.generated - start
                 if chunked:
                     n = min(n, budget)
                 elif n > budget:
                     break
-                need = -(-n // block_size)
-                if self._free_count() < need:
+                need = -(-(start + n) // block_size) - len(hits)
+                # reserve_full_sequence: blocks for the whole known length must be free, though only the chunk's are taken
+                fit = -(-(head.prompt + head.generated) // block_size) - len(hits) if config.reserve_full_sequence else need
+                if hits:  # hit blocks of count 0 leave the free queue too
+                    fit += sum(1 for block in hits if block not in pool.count)
+                if self._free_count() < fit:
                     break
                 self._pop_waiting_head(head)
                 self._append_running(head)
                 head.status = RUNNING
                 if head.start is None:
                     head.start = tick
+                if hits:
+                    pool.hold(hits)
+                    head.computed = start
+                    head.hit_tokens += start
+                    self._hit_tokens += start
+                    hits_of.append([head.id, list(hits)])
                 taken = self._take(need)
-                head.blocks = taken
+                head.blocks = list(hits) + taken if hits else taken
                 allocated.append([head.id, list(taken)])
+                if pool is not None:
+                    head.registered = len(hits)
+                    self._register(head, start + n)
                 scheduled.append((head, n))
                 budget -= n
         # contract step 6: the compute
@@ -400,7 +493,8 @@ class ServingScheduler:
         self._computed_tokens += computed_now
         if scheduled:
             self._last_work = tick
-        entry = _entry(tick, scheduled_ids, preempted, aborted, freed, allocated, finished)
+        entry = _entry(tick, scheduled_ids, preempted, aborted, freed, allocated, finished,
+                       hits_of if self._caching_keys else None)
         self._trace.append(entry)
         self.clock = tick + 1
         return entry
@@ -408,9 +502,10 @@ class ServingScheduler:
     def _result(self, trace: list[dict]) -> dict:
         makespan = self._last_work + 1
         budget = self._config.token_budget
-        return {
+        keys = self._caching_keys
+        result = {
             "trace": trace,
-            "requests": [self._requests[request_id].record() for request_id in sorted(self._requests)],
+            "requests": [self._requests[request_id].record(keys) for request_id in sorted(self._requests)],
             "makespan_ticks": makespan,
             "computed_tokens": self._computed_tokens,
             "useful_tokens": self._useful_tokens,
@@ -419,6 +514,9 @@ class ServingScheduler:
             "token_utilization": self._computed_tokens / (budget * makespan) if makespan else 0.0,
             "preemptions": self._preemptions,
         }
+        if keys:
+            result["cache_hit_tokens"] = self._hit_tokens
+        return result
 
 
 def serve(requests: Any, config: Any) -> dict:
@@ -426,7 +524,7 @@ def serve(requests: Any, config: Any) -> dict:
     checked = check_config(config)
     rows = check_requests(requests, checked)
     with paused():  # several containers per tick, none left in a cycle (impl/collector.py)
-        engine = ServingScheduler(dict(checked._asdict()))
+        engine = ServingScheduler({key: value for key, value in checked._asdict().items() if value is not None})
         for row in sorted(rows, key=lambda row: (row.arrival, row.id)):
             engine._enqueue(row)
         while engine._tick() is not None:

@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
+SWITCHES = ("reserve_full_sequence",)  # optional bools, False when absent
 INT_CONFIG_KEYS = CONFIG_KEYS[:4]
+BOOL_CONFIG_KEYS = ("chunked_prefill", "prefix_caching")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")
-OPTIONAL_KEYS = ("abort",)
+OPTIONAL_KEYS = ("abort", "tokens")
 REQUEST_RULES = {"id": ("an int", None), "arrival": ("an int >= 0", 0), "prompt": ("an int >= 1", 1), "output": ("an int >= 1", 1)}
 
 
@@ -22,6 +24,8 @@ class Config(NamedTuple):
     block_size: int
     num_blocks: int
     chunked_prefill: bool
+    reserve_full_sequence: bool = False
+    prefix_caching: bool | None = None  # None when the caller's config has no such key (off, and no caching keys)
 
 
 class Row(NamedTuple):
@@ -30,6 +34,7 @@ class Row(NamedTuple):
     prompt: int
     output: int
     abort: int | None  # None when the caller gave no abort key
+    tokens: tuple | None = None  # the prompt's token ids, None when the caller gave none
 
 
 def check_config(config: Any) -> Config:
@@ -40,28 +45,34 @@ def check_config(config: Any) -> Config:
         if key not in config:
             raise ValueError(f"config: missing key {key!r}")
     for key in config:
-        if key not in CONFIG_KEYS:
-            raise ValueError(f"config: unexpected key {key!r}; a config has exactly {', '.join(CONFIG_KEYS)}")
+        if key not in CONFIG_KEYS and key not in SWITCHES and key != "prefix_caching":
+            raise ValueError(f"config: unexpected key {key!r}; a config has exactly {', '.join(CONFIG_KEYS)} "
+                             f"and optionally {' and '.join(SWITCHES + ('prefix_caching',))}")
     values = {key: config[key] for key in CONFIG_KEYS}
     for key in INT_CONFIG_KEYS:
         value = values[key]
         if type(value) is not int or value < 1:
             raise ValueError(f"config.{key}={value!r}: expected an int >= 1")
-    if type(values["chunked_prefill"]) is not bool:
-        raise ValueError(f"config.chunked_prefill={values['chunked_prefill']!r}: expected a bool (True or False)")
-    return Config(**values)
+    for key in BOOL_CONFIG_KEYS + SWITCHES:
+        if key in config and type(config[key]) is not bool:
+            raise ValueError(f"config.{key}={config[key]!r}: expected a bool (True or False)")
+    for key in SWITCHES:
+        values[key] = config.get(key, False)
+    return Config(**values, prefix_caching=config.get("prefix_caching"))
 
 
 def check_request_fields(request: Any, where: str) -> Row:
     """Return the fields of a well-formed request dict, or raise ValueError naming ``where``."""
     if not isinstance(request, dict):
-        raise ValueError(f"{where}={request!r}: expected a dict with keys id, arrival, prompt, output[, abort]")
+        raise ValueError(f"{where}={request!r}: expected a dict with keys id, arrival, prompt, output[, abort][, tokens]")
     for key in REQUEST_KEYS:
         if key not in request:
             raise ValueError(f"{where}: missing key {key!r}")
     for key in request:
         if key not in REQUEST_KEYS and key not in OPTIONAL_KEYS:
-            raise ValueError(f"{where}: unexpected key {key!r}; a request has exactly id, arrival, prompt, output and optionally abort")
+            raise ValueError(
+                f"{where}: unexpected key {key!r}; a request has exactly id, arrival, prompt, output and optionally abort and tokens"
+            )
     values = {key: request[key] for key in REQUEST_KEYS}
     for key in REQUEST_KEYS:
         value = values[key]
@@ -73,7 +84,17 @@ def check_request_fields(request: Any, where: str) -> Row:
         abort = request["abort"]
         if type(abort) is not int or abort < values["arrival"]:
             raise ValueError(f"{where}.abort={abort!r}: expected an int >= arrival={values['arrival']}")
-    return Row(values["id"], values["arrival"], values["prompt"], values["output"], abort)
+    tokens = None
+    if "tokens" in request:
+        tokens = request["tokens"]
+        prompt = values["prompt"]
+        if not isinstance(tokens, (list, tuple)) or len(tokens) != prompt:
+            raise ValueError(f"{where}.tokens={tokens!r}: expected a list or tuple of exactly prompt={prompt} ints")
+        tokens = tuple(tokens)
+        for position, token in enumerate(tokens):
+            if type(token) is not int:
+                raise ValueError(f"{where}.tokens[{position}]={token!r}: expected an int")
+    return Row(values["id"], values["arrival"], values["prompt"], values["output"], abort, tokens)
 
 
 def check_feasible(row: Row, config: Config, where: str) -> None:

@@ -167,6 +167,15 @@ def test_nanovllm_counts_max_num_seqs_per_batch_not_per_running_set():
     assert "slot_bound" in {v.invariant for v in serving.check(requests, one, result, policy="none")}
 
 
+def test_nanovllm_decodes_past_the_token_budget_when_max_seqs_exceeds_it():
+    """Finding 11: the decode pass counts sequences only (docs/engines.md)."""
+    requests = [{"id": i, "arrival": 0, "prompt": 1, "output": 2} for i in range(3)]
+    over = config(3, 2, 2, 3)
+    result = drive(adapter("nanovllm_npu")(over), requests, over)
+    assert [e["scheduled"] for e in result["trace"]] == [[[0, 1], [1, 1]], [[2, 1]], [[0, 1], [1, 1], [2, 1]]]
+    assert [v.invariant for v in serving.check(requests, over, result, policy="none")] == ["token_budget"]
+
+
 # -- vidur -----------------------------------------------------------------------------
 
 RESTART = [{"id": 0, "arrival": 0, "prompt": 1, "output": 5}]
@@ -231,10 +240,12 @@ def test_verify_reports_each_engine(name, expected):
 
 
 COUNTEREXAMPLES = os.path.join(ENGINES, "counterexamples")
+OUTSIDE = os.path.join(COUNTEREXAMPLES, "outside-domain")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", sorted(os.listdir(COUNTEREXAMPLES)))
+@pytest.mark.parametrize("path", sorted(p for p in os.listdir(COUNTEREXAMPLES) if p.endswith(".json")
+                                        and not p.startswith("vllm_v1-")))
 def test_every_reported_counterexample_replays(path):
     adapter(path.split("-")[0])
     with open(os.path.join(COUNTEREXAMPLES, path)) as handle:
@@ -243,3 +254,149 @@ def test_every_reported_counterexample_replays(path):
                           capture_output=True, text=True, timeout=240, cwd=ROOT)
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stdout.startswith(f"FAIL {wanted} "), done.stdout[:500]
+
+
+@pytest.mark.parametrize("path", sorted(os.listdir(OUTSIDE)))
+def test_a_difference_of_domain_found_before_the_declaration_is_no_longer_judged(path):
+    """Findings 4, 6, 8 and Orca's token budget: calls outside what the engine declares (docs/engines.md)."""
+    done = subprocess.run([sys.executable, "-m", "proofs.cli", "replay", os.path.join(OUTSIDE, path)],
+                          capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "outside the domain" in done.stderr and done.stdout == ""
+
+
+# -- vLLM 0.33.0's own v1 scheduler (its own venv: examples/engines/install-vllm.sh VENV) ----------
+
+VLLM_INSTALL = ("examples/engines/install-vllm.sh VENV, then VENV/bin/python -m pytest tests/test_engines.py "
+                "(docs/engines.md)")
+
+
+def vllm():
+    """The vLLM adapter's module (vLLM imported once per process), or a skip saying how to install it."""
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip(f"vllm is not installed in this venv: {VLLM_INSTALL}")
+    return sys.modules[load_callable(parse_target(os.path.join(ENGINES, "vllm_v1.py") + ":make")).__module__]
+
+
+VLLM_PREEMPTION = [{"id": 0, "arrival": 0, "prompt": 4, "output": 5}, {"id": 1, "arrival": 0, "prompt": 3, "output": 5}]
+VLLM_PREEMPTION_CONFIG = config(2, 64, 4, 3, chunked=True)
+
+
+def test_vllm_preempts_the_newest_recomputes_it_and_reports_its_pool_without_the_null_block():
+    module = vllm()
+    result = drive(module.make(VLLM_PREEMPTION_CONFIG), VLLM_PREEMPTION, VLLM_PREEMPTION_CONFIG)
+    assert module.VERSION == "0.33.0"
+    assert result["trace"] == [
+        entry(0, scheduled=[[0, 4], [1, 3]], allocated=[[0, [0]], [1, [1]]]),
+        entry(1, scheduled=[[0, 1], [1, 1]], allocated=[[0, [2]]]),  # request 0's 5th token needs a 2nd block
+        entry(2, scheduled=[[0, 1]], preempted=[1], freed=[[1, [1]]]),  # its 6th fits; request 1's 5th does not
+        entry(3, scheduled=[[0, 1]]),
+        entry(4, scheduled=[[0, 1]], freed=[[0, [0, 2]]], finished=[0]),
+        # request 1 recomputes prompt 3 + its 2 tokens; vLLM's free queue hands out 2 then 0 (block ids aside)
+        entry(5, scheduled=[[1, 5]], allocated=[[1, [2, 0]]]),
+        entry(6, scheduled=[[1, 1]]),
+        entry(7, scheduled=[[1, 1]], freed=[[1, [2, 0]]], finished=[1]),
+    ]
+    for policy in ("none", "fcfs"):
+        assert serving.check(VLLM_PREEMPTION, VLLM_PREEMPTION_CONFIG, result, policy=policy) == []
+
+
+def test_vllm_aborts_through_finish_requests_and_frees_at_once():
+    module = vllm()
+    engine = module.make(VLLM_PREEMPTION_CONFIG)
+    for request in VLLM_PREEMPTION:
+        engine.add_request(dict(request))
+    first = engine.step()
+    assert first["blocks"] == {0: [0], 1: [1]}
+    engine.abort(1)
+    engine.abort(1)  # vLLM ignores a second abort of a finished request: listed once
+    assert engine.view()["blocks"] == {0: [0]} and engine.view()["running"] == [0]
+    second = engine.step()
+    assert second["aborted"] == [1] and second["scheduled"] == [[0, 1]]
+
+
+def test_vllm_rejects_what_its_declared_domain_leaves_out():
+    module = vllm()
+    with pytest.raises(ValueError, match="max_num_seqs"):
+        module.make(config(4, 2, 2, 8, chunked=True))  # token_budget 2 < max_seqs 4
+    unchunked = config(1, 4, 1, 8)
+    assert module.max_model_len(unchunked) == 4  # vLLM wants max_num_batched_tokens >= max_model_len
+    # prompt 2 + output 3 = 5 > 4: outside the domain vllm_v1.DOMAIN declares, and vLLM caps it at 4 known tokens
+    requests = [{"id": 0, "arrival": 0, "prompt": 2, "output": 3}]
+    result = drive(module.make(unchunked), requests, unchunked)
+    assert result["requests"][0]["generated"] == 2
+
+
+FULL_SEQUENCE = [{"id": 0, "arrival": 0, "prompt": 1, "output": 2}, {"id": 1, "arrival": 0, "prompt": 5, "output": 1}]
+FULL_SEQUENCE_CONFIG = config(2, 2, 2, 3, chunked=True)
+
+
+@pytest.mark.parametrize("reserve", [False, True])
+def test_vllm_reserve_full_isl_admits_only_when_the_whole_known_sequence_fits(reserve):
+    """Issue 19's probe: with vLLM's default (scheduler_reserve_full_isl=True) request 1 (prompt 5, 3 blocks)
+    waits until 3 blocks are free; without it, its first chunk (1 block) is admitted at tick 0."""
+    module = vllm()
+    make_config = dict(FULL_SEQUENCE_CONFIG, reserve_full_sequence=reserve)
+    result = drive(module.make(make_config), FULL_SEQUENCE, FULL_SEQUENCE_CONFIG)
+    first = result["trace"][0]["scheduled"]
+    assert first == ([[0, 1]] if reserve else [[0, 1], [1, 1]])
+    assert serving.check(FULL_SEQUENCE, FULL_SEQUENCE_CONFIG, result, policy="none") == []
+    assert (serving.check(FULL_SEQUENCE, FULL_SEQUENCE_CONFIG, result, policy="fcfs") == []) is (not reserve)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["none"])  # fcfs: once the oracle compares `aborted` as a set (docs/engines.md V3)
+def test_verify_checks_vllm_and_ends_with_a_verdict(policy, tmp_path):
+    vllm()
+    usage = subprocess.run([sys.executable, "-m", "proofs.cli", "verify", "--help"], capture_output=True, text=True,
+                           cwd=ROOT).stdout
+    if "--load-timeout" not in usage:
+        pytest.skip("this schedcheck has no --load-timeout (the sandbox's zygote, issue 18): vLLM's import exceeds "
+                    "the default import limit of a sandbox child")
+    command = [sys.executable, "-m", "proofs.cli", "verify", "--model", "serving", "--online",
+               os.path.join(ENGINES, "vllm_v1.py") + ":make", "--policy", policy, "--examples", "40",
+               "--seed", "0", "--db", "none", "--save-dir", str(tmp_path), "--budget", "300", "--load-timeout", "300"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    assert done.returncode == 0 and last.startswith("PASS"), done.stdout[-3000:] + done.stderr[-3000:]
+    assert last.endswith("declared domain: reserve_full_sequence=False or True; token_budget >= max_seqs; "
+                         "without chunked prefill, every request's prompt + output <= token_budget")
+
+
+# -- SGLang 0.5.23: its admission, KV allocation, radix cache and allocator on CPU (examples/engines/sglang_kv.py) --
+
+
+def sglang_kv():
+    if importlib.util.find_spec("sglang") is None:
+        pytest.skip(f"sglang is not installed in this venv: examples/engines/install-vllm.sh VENV --sglang, then "
+                    "VENV/bin/python -m pytest tests/test_engines.py (docs/engines.md)")
+    sys.path.insert(0, ENGINES)
+    import sglang_kv as module
+
+    return module
+
+
+def test_sglang_keeps_the_block_claims_on_seeded_workloads_with_prefix_hits():
+    module = sglang_kv()
+    counts = [module.run(seed, 15) for seed in range(3)]
+    assert all(c["admitted"] > 0 for c in counts)
+    assert sum(c["hit_tokens"] for c in counts) > 0  # the radix tree was hit, not only filled
+
+
+def test_the_sglang_check_catches_a_lost_slot_and_a_slot_held_twice():
+    module = sglang_kv()
+    engine = module.Engine(8)
+    engine.check("fresh")
+    engine.allocator.free_pages = engine.allocator.free_pages[1:]  # a slot nobody holds and nobody can take
+    with pytest.raises(module.Broken, match="kv_capacity: .*lost"):
+        engine.check("one slot dropped")
+    engine = module.Engine(8)
+    engine.allocator.free_pages = torch_cat_first_twice(engine.allocator.free_pages)
+    with pytest.raises(module.Broken, match="kv_capacity: .*free twice"):
+        engine.check("one slot free twice")
+
+
+def torch_cat_first_twice(pages):
+    import torch
+
+    return torch.cat((pages, pages[:1]))

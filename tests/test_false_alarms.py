@@ -1,6 +1,7 @@
-"""No false alarm: a FAIL reproduces in a fresh process, and a correct scheduler is never blamed.
+"""No false alarm, no wrong result forgiven: a correct scheduler is never blamed, a wrong one always is.
 
-A failure seen once and never again is flaky (logged, not counted); a call is not
+A time-out seen once and never again is flaky (logged, not counted), a wrong result
+never is (tests/test_verdicts.py, tests/test_replay_kinds.py); a call is not
 charged for the harness collecting its own heap; no check compares result keys the
 contract leaves open; an input_unchanged report shows how the jobs changed, on the
 smallest input that shows it.
@@ -54,7 +55,9 @@ def test_a_failure_that_does_not_reproduce_is_flaky_not_a_fail(tmp_path, capsys)
     (flaky,) = report["flaky"]
     assert flaky["invariant"] == "termination"
     assert "not again in a fresh process" in flaky["message"] and "4 s limit" in flaky["message"]
-    assert "flaky termination" in out and "1 flaky failure not counted" in out.splitlines()[-1]
+    assert flaky["kind"] == "time-out"
+    summary = out.splitlines()[-1]
+    assert "flaky time-out termination" in out and summary.startswith("PASS ") and "(1 flaky time-out, not counted" in summary
     assert not (tmp_path / "saved").exists()
 
 

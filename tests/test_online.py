@@ -252,7 +252,7 @@ def test_the_stateful_test_finds_a_leak_and_prints_a_replayable_program():
     path = os.path.join(BUGGY, "abort_leaks_blocks.py")
     found = run_stateful(parse_target(f"{path}:make"), "serving", 100, seed=0)
     assert found is not None
-    invariant, message, program = found
+    invariant, message, program = found[:3]
     assert invariant == "kv_exact" and "leak" in message
     calls = [line for line in program.splitlines() if line.startswith(("engine", "entry"))]
     assert calls[0].startswith("engine = make(") and any(line.startswith("engine.abort(") for line in calls)

@@ -103,11 +103,46 @@ def corrupt_serving(rng: random.Random, result: dict) -> dict:
     return result
 
 
+def in_baseline_order(call, result):
+    """A serving result with its entries' ``aborted`` and ``finished`` (and their freed lists) in the order BASELINE
+    required: issue 18 made the order of those ids carry no rule, so BASELINE's order rules are met before both
+    oracles judge it, and no finding can differ for that reason alone."""
+    if not isinstance(result, dict) or not isinstance(result.get("trace"), list):
+        return result
+    key_of = {r["id"]: (r["arrival"], r["id"]) for r in call[0]}
+    result = copy.deepcopy(result)
+    for entry in result["trace"]:
+        lists = [entry.get(k) for k in ("aborted", "finished", "scheduled", "freed")]
+        if not all(isinstance(x, list) for x in lists) or not all(
+                type(i) is int and i in key_of for i in entry["aborted"] + entry["finished"]):
+            continue
+        scheduled = [p[0] for p in entry["scheduled"] if isinstance(p, list) and p]
+        entry["aborted"] = sorted(entry["aborted"], key=key_of.get)
+        entry["finished"] = sorted(entry["finished"], key=lambda i: scheduled.index(i) if i in scheduled else len(scheduled))
+        rank = {i: (0, n) for n, i in enumerate(entry["aborted"])}
+        rank.update({i: (1, n) for n, i in enumerate(entry.get("preempted") or []) if i not in rank})
+        rank.update({i: (2, n) for n, i in enumerate(entry["finished"]) if i not in rank})
+        if all(isinstance(p, list) and p and p[0] in rank for p in entry["freed"]) and \
+                len({p[0] for p in entry["freed"]}) == len(entry["freed"]):
+            entry["freed"] = sorted(entry["freed"], key=lambda p: rank[p[0]])
+    return result
+
+
+def judged(violations, serving):
+    """Violations as compared across the two trees: the serving model's ``matches_reference`` by its tick and requests
+    only, since issue 18 made its message and values print block ids where BASELINE printed their counts."""
+    return [tuple(v)[:1] + tuple(v)[2:4] + tuple(v)[6:] if serving and v.invariant == "matches_reference" else tuple(v)
+            for v in violations]
+
+
 def same_findings(old_check, new_check, call, result, reference):
+    serving = new_check is spec.serving.check
+    if serving:
+        result = in_baseline_order(call, result)
     found = new_check(*call, copy.deepcopy(result))
-    assert [tuple(v) for v in found] == [tuple(v) for v in old_check(*call, copy.deepcopy(result))]
+    assert judged(found, serving) == judged(old_check(*call, copy.deepcopy(result)), serving)
     with_reference = new_check(*call, copy.deepcopy(result), copy.deepcopy(reference))
-    assert [tuple(v) for v in with_reference] == [tuple(v) for v in old_check(*call, copy.deepcopy(result), reference)]
+    assert judged(with_reference, serving) == judged(old_check(*call, copy.deepcopy(result), reference), serving)
     return found
 
 

@@ -3,13 +3,16 @@
 import copy
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import spec.serving as S
-from tests.serving_examples import EXAMPLES
+from tests.test_serving_spec import cached_calls
+from tests.serving_examples import CACHE_EXAMPLES, EXAMPLES
 
 
-def entry(tick, scheduled, preempted=(), aborted=(), freed=(), allocated=(), finished=()):
-    return {
+def entry(tick, scheduled, preempted=(), aborted=(), freed=(), allocated=(), finished=(), hits=None):
+    out = {
         "tick": tick,
         "scheduled": [list(p) for p in scheduled],
         "preempted": list(preempted),
@@ -18,11 +21,15 @@ def entry(tick, scheduled, preempted=(), aborted=(), freed=(), allocated=(), fin
         "allocated": [[i, list(b)] for i, b in allocated],
         "finished": list(finished),
     }
+    if hits is not None:
+        out["hits"] = [[i, list(b)] for i, b in hits]
+    return out
 
 
 def recount(requests, config, trace, **override):
     """A whole result whose records and totals agree with ``trace`` (the test's own arithmetic), then ``override``."""
-    state = {r["id"]: dict(c=0, g=0, total=0, start=None, first=None, finish=None, aborted=None, pre=0) for r in requests}
+    state = {r["id"]: dict(c=0, g=0, total=0, start=None, first=None, finish=None, aborted=None, pre=0, hit=0)
+             for r in requests}
     by_id = {r["id"]: r for r in requests}
     useful = recomputed = aborted = 0
     for e in trace:
@@ -33,6 +40,9 @@ def recount(requests, config, trace, **override):
         for i in e["preempted"]:
             recomputed += state[i]["c"]
             state[i].update(c=0, pre=state[i]["pre"] + 1)
+        for i, blocks in e.get("hits", ()):  # an admission's cached prefix: held, not computed
+            state[i]["c"] = len(blocks) * config["block_size"]
+            state[i]["hit"] += state[i]["c"]
         for i, n in e["scheduled"]:
             s = state[i]
             s["start"] = t if s["start"] is None else s["start"]
@@ -49,7 +59,8 @@ def recount(requests, config, trace, **override):
         s = state[r["id"]]
         records.append(
             {**r, "start": s["start"], "first_token": s["first"], "finish": s["finish"], "aborted": s["aborted"],
-             "generated": s["g"], "preemptions": s["pre"], "computed": s["total"]}
+             "generated": s["g"], "preemptions": s["pre"], "computed": s["total"],
+             **({"cached": s["hit"]} if "prefix_caching" in config else {})}
         )
     computed = sum(n for e in trace for _, n in e["scheduled"])
     makespan = max((e["tick"] + 1 for e in trace if e["scheduled"]), default=0)
@@ -64,13 +75,15 @@ def recount(requests, config, trace, **override):
         "token_utilization": computed / (config["token_budget"] * makespan) if makespan else 0.0,
         "preemptions": sum(rec["preemptions"] for rec in records),
     }
+    if "prefix_caching" in config:
+        result["cache_hit_tokens"] = sum(rec["cached"] for rec in records)
     result.update(override)
     return result
 
 
-@pytest.mark.parametrize("name", sorted(EXAMPLES))
+@pytest.mark.parametrize("name", sorted(EXAMPLES) + sorted(CACHE_EXAMPLES))
 def test_recount_agrees_with_the_reference_on_the_worked_examples(name):
-    requests, config, trace, *_ = EXAMPLES[name]
+    requests, config, trace, *_ = EXAMPLES[name] if name in EXAMPLES else CACHE_EXAMPLES[name]
     assert recount(requests, config, trace) == S.run(requests, config)
 
 
@@ -440,3 +453,346 @@ def test_an_engine_that_idles_while_work_waits_breaks_termination():
         e["tick"] += 20  # twenty idle ticks while requests 0 and 1 still run: more than the 10 tokens done by then
     found = S.check(requests, config, result, policy="none")
     assert names(found)[0] == "termination" and found[0].tick == 22
+
+
+# --- prefix caching (issue 20): each kind of broken result, caught by the right invariant first ---------------
+
+
+def cached_example(name):
+    requests, config, trace, *_ = CACHE_EXAMPLES[name]
+    return copy.deepcopy(requests), dict(config), copy.deepcopy(trace)
+
+
+def hit_on_a_stale_block():
+    requests, config, trace = cached_example("P2")  # block 1 was taken (overwritten) in tick 2, yet request 3 hits it
+    trace[3] = entry(3, [(3, 1)], hits=[(3, [0, 1])], allocated=[(3, [2])], freed=[(3, [0, 1, 2])], finished=[3])
+    return requests, config, recount(requests, config, trace)
+
+
+def hit_on_a_partial_block():
+    requests, config, trace = cached_example("P1")  # request 0's prompt is 3 tokens: its block 1 holds [3] only
+    requests[0] = {"id": 0, "arrival": 0, "prompt": 3, "tokens": [1, 2, 3], "output": 1}
+    trace[0] = entry(0, [(0, 3)], allocated=[(0, [0, 1])], freed=[(0, [0, 1])], finished=[0], hits=[])
+    return requests, config, recount(requests, config, trace)
+
+
+def hit_on_another_prefix():
+    requests, config, trace = cached_example("P2")  # request 2 ([1, 2, 7]) hits block 2, which holds [9, 9]
+    trace[2] = entry(2, [(2, 1)], hits=[(2, [2])], allocated=[(2, [1])], freed=[(2, [2, 1])], finished=[2])
+    trace[3] = entry(3, [(3, 3)], hits=[(3, [0])], allocated=[(3, [2, 1])], freed=[(3, [0, 2, 1])], finished=[3])
+    return requests, config, recount(requests, config, trace)
+
+
+def taken_while_held():
+    requests, config, trace = cached_example("C3")  # request 1's new block is block 2, request 0's last one
+    trace[1] = entry(1, [(0, 1), (1, 1)], hits=[(1, [0, 1])], allocated=[(1, [2])])
+    return requests, config, recount(requests, config, trace)
+
+
+def abort_frees_shared_blocks():
+    requests, config, trace = cached_example("C3")  # the abort gives back blocks 0 and 1, which request 1 holds
+    trace[2] = entry(2, [(1, 1)], aborted=[0], freed=[(0, [0, 1, 2]), (1, [3])], finished=[1], hits=[])
+    return requests, config, recount(requests, config, trace)
+
+
+def abort_keeps_its_count():
+    requests, config, trace = cached_example("C3")  # the count of block 2 is not decremented: it never comes back
+    trace[2] = entry(2, [(1, 1)], aborted=[0], freed=[(1, [0, 1, 3])], finished=[1], hits=[])
+    return requests, config, recount(requests, config, trace)
+
+
+def shared_block_freed_twice():
+    requests, config, trace = cached_example("C3")  # two holders of blocks 0 and 1 finish in one tick
+    requests[0] = {"id": 0, "arrival": 0, "prompt": 5, "tokens": [1, 2, 3, 4, 5], "output": 2}
+    requests[1] = dict(requests[1], output=1)
+    trace = [trace[0], entry(1, [(0, 1), (1, 1)], hits=[(1, [0, 1])], allocated=[(1, [3])],
+                             freed=[(0, [0, 1, 2]), (1, [0, 1, 3])], finished=[0, 1])]
+    return requests, config, recount(requests, config, trace)
+
+
+def one_id_too_many():
+    requests, config, trace = cached_example("P2")  # a fourth distinct block id in a pool of three
+    trace[1] = entry(1, [(1, 2)], allocated=[(1, [7])], freed=[(1, [7])], finished=[1], hits=[])
+    return requests, config, recount(requests, config, trace)
+
+
+def freed_list_repeats_a_block():
+    requests, config, trace = cached_example("P1")
+    trace[1]["freed"] = [[1, [0, 1, 2, 2]]]
+    return requests, config, recount(requests, config, trace)
+
+
+def table_short_of_a_block():
+    requests, config, trace = cached_example("P1")  # request 1 hits [0, 1] and computes its 5th token with no block
+    trace[1] = entry(1, [(1, 1)], hits=[(1, [0, 1])], freed=[(1, [0, 1])], finished=[1])
+    return requests, config, recount(requests, config, trace)
+
+
+def no_hit():
+    requests, config, trace = cached_example("P1")  # request 1 recomputes its whole prompt
+    trace[1] = entry(1, [(1, 5)], allocated=[(1, [2, 3, 4])], freed=[(1, [2, 3, 4])], finished=[1], hits=[])
+    return requests, config, recount(requests, config, trace)
+
+
+def later_copy_hit():
+    requests, config, trace = cached_example("C4")  # [1, 2, 5] arrives before the eviction and hits the second copy
+    requests[3], requests[2] = dict(requests[3], arrival=2), dict(requests[2], arrival=3)
+    trace[2] = entry(2, [(3, 1)], hits=[(3, [1])], allocated=[(3, [2])], freed=[(3, [1, 2])], finished=[3])
+    trace[3] = entry(3, [(2, 3)], allocated=[(2, [0, 3])], freed=[(2, [0, 3])], finished=[2], hits=[])
+    return requests, config, recount(requests, config, trace)
+
+
+def not_the_queue_head():
+    requests, config, trace = cached_example("P2")  # request 2's new block is 2, not the queue's head 1
+    trace[2] = entry(2, [(2, 1)], hits=[(2, [0])], allocated=[(2, [2])], freed=[(2, [0, 2])], finished=[2])
+    trace[3] = entry(3, [(3, 1)], hits=[(3, [0, 1])], allocated=[(3, [2])], freed=[(3, [0, 1, 2])], finished=[3])
+    return requests, config, recount(requests, config, trace)
+
+
+def whole_prompt_hit():
+    requests, config, trace = cached_example("P1")  # no known - 1 cap: a hit on the whole prompt computes nothing
+    requests[1] = {"id": 1, "arrival": 1, "prompt": 4, "tokens": [1, 2, 3, 4], "output": 1}
+    trace[1] = entry(1, [(1, 0)], hits=[(1, [0, 1])], freed=[(1, [0, 1])], finished=[1])
+    return requests, config, recount(requests, config, trace)
+
+
+def freed_not_in_table_order():
+    requests, config, trace = cached_example("P2")
+    trace[0]["freed"] = [[0, [1, 0]]]
+    return requests, config, recount(requests, config, trace)
+
+
+def wrong_cached_record():
+    requests, config, trace = cached_example("P1")
+    result = recount(requests, config, trace)
+    result["requests"][1]["cached"] = 0
+    return requests, config, result
+
+
+def wrong_hit_total():
+    requests, config, trace = cached_example("P1")
+    return requests, config, recount(requests, config, trace, cache_hit_tokens=0)
+
+
+def hits_with_caching_off():
+    requests, config, trace = cached_example("P1")
+    config["prefix_caching"] = False
+    return requests, config, recount(requests, config, trace)
+
+
+BROKEN_CACHE = {
+    "a hit on a block overwritten after its eviction": (hit_on_a_stale_block, "no_false_sharing"),
+    "a hit on a partial block": (hit_on_a_partial_block, "no_false_sharing"),
+    "a hit on another prefix's block": (hit_on_another_prefix, "no_false_sharing"),
+    "a block taken from the pool while another request holds it": (taken_while_held, "no_false_sharing"),
+    "an abort that frees shared blocks": (abort_frees_shared_blocks, "refcount_exact"),
+    "an abort that does not decrement a count": (abort_keeps_its_count, "refcount_exact"),
+    "a shared block freed by both holders in one tick": (shared_block_freed_twice, "refcount_exact"),
+    "more distinct block ids than the pool has": (one_id_too_many, "kv_capacity"),
+    "a freed list that repeats a block": (freed_list_repeats_a_block, "kv_exclusive"),
+    "hits with prefix caching off": (hits_with_caching_off, "kv_exclusive"),
+    "a table a block short, hits included": (table_short_of_a_block, "kv_exact"),
+    "no hit on a cached prefix": (no_hit, "longest_prefix_hit"),
+    "a hit on the later-registered copy of a chain": (later_copy_hit, "longest_prefix_hit"),
+    "a new block that is not the free queue's head": (not_the_queue_head, "lru_eviction"),
+    "a hit on the whole prompt (no known - 1 cap)": (whole_prompt_hit, "nonnegative_remaining"),
+    "a freed list not in table order": (freed_not_in_table_order, "metrics_consistent"),
+    "a wrong cached record": (wrong_cached_record, "metrics_consistent"),
+    "a wrong cache_hit_tokens": (wrong_hit_total, "work_conservation"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BROKEN_CACHE))
+def test_a_broken_caching_result_is_caught_by_the_right_invariant_first(kind):
+    make, expected = BROKEN_CACHE[kind]
+    requests, config, result = make()
+    assert S.is_valid(requests, config)
+    violations = S.check(requests, config, result)
+    assert violations and violations[0].invariant == expected, f"{kind}: {names(violations)}"
+    first = violations[0]
+    assert first.message and "\n" not in first.message
+    assert names(violations) == sorted(set(names(violations)), key=list(S.BY_NAME).index)
+    if expected not in ("metrics_consistent", "work_conservation"):
+        assert first.tick is not None and first.ids, first
+    if S.BY_NAME[expected].family == "policy":  # another caching policy may do this: safety and metrics hold
+        assert S.check(requests, config, result, policy="none") == []
+    else:
+        assert names(S.check(requests, config, result, policy="none"))[0] == expected
+
+
+def test_a_block_taken_while_held_is_also_a_refcount_violation():
+    requests, config, result = taken_while_held()
+    found = S.check(requests, config, result, policy="none")
+    assert names(found)[:2] == ["no_false_sharing", "refcount_exact"]
+    assert "takes block 2 from the pool for request 1 while its count is 1 (request 0 holds it)" in found[1].message
+
+
+def test_caching_messages_name_the_tick_the_request_and_the_engine_s_block_id():
+    requests, config, result = abort_frees_shared_blocks()
+    (first,) = [v for v in S.check(requests, config, result) if v.invariant == "refcount_exact"]
+    assert first.tick == 2 and first.ids == (0, 1) and "block 0" in first.message
+    # the same result with the engine's pool starting at 10 (as vLLM's starts at 1): the same findings, its own ids
+    shifted = copy.deepcopy(result)
+    for e in shifted["trace"]:
+        for key in ("freed", "allocated", "hits"):
+            e[key] = [[i, [b + 10 for b in blocks]] for i, blocks in e[key]]
+    (moved,) = [v for v in S.check(requests, config, shifted) if v.invariant == "refcount_exact"]
+    assert moved.message == first.message.replace("block 0", "block 10")
+
+
+@pytest.mark.parametrize("name", sorted(CACHE_EXAMPLES))
+def test_block_ids_are_judged_up_to_the_renaming_of_first_takes(name):
+    requests, config, trace, *_ = CACHE_EXAMPLES[name]
+    result = S.run(requests, config)
+    for rename in ({b: b + 1 for b in range(64)}, {b: 100 - b for b in range(64)}):
+        renamed = copy.deepcopy(result)
+        for e in renamed["trace"]:
+            for key in ("freed", "allocated", "hits"):
+                e[key] = [[i, [rename[b] for b in blocks]] for i, blocks in e[key]]
+        assert S.check(requests, config, renamed) == []
+
+
+# --- issue 18: the order of ids in aborted and finished carries no rule; other orders are rules -----------------
+
+
+def test_aborted_and_finished_are_read_as_sets_under_every_policy():
+    requests = [{"id": i, "arrival": 0, "prompt": 2, "output": 2, "abort": 1} for i in range(3)]
+    requests += [{"id": 3, "arrival": 0, "prompt": 1, "output": 1}, {"id": 4, "arrival": 0, "prompt": 1, "output": 1}]
+    config = {"max_seqs": 8, "token_budget": 16, "block_size": 1, "num_blocks": 16, "chunked_prefill": True}
+    result = S.run(requests, config)
+    assert result["trace"][1]["aborted"] == [0, 1, 2] and result["trace"][0]["finished"] == [3, 4]
+    shuffled = copy.deepcopy(result)
+    shuffled["trace"][1]["aborted"] = [2, 0, 1]  # the order a client called abort in
+    shuffled["trace"][1]["freed"] = [[2, [4, 5]], [0, [0, 1]], [1, [2, 3]]]
+    shuffled["trace"][0]["finished"] = [4, 3]
+    shuffled["trace"][0]["freed"] = [[4, [7]], [3, [6]]]
+    for policy in S.POLICIES:
+        assert S.check(requests, config, shuffled, policy=policy) == [], policy
+
+
+def test_a_difference_in_order_only_says_so_and_freed_prints_block_ids():
+    requests, config, good = example("S1")
+    swapped = copy.deepcopy(good)
+    swapped["trace"][1]["scheduled"] = swapped["trace"][1]["scheduled"][::-1]
+    (difference,) = [v for v in S.check(requests, config, swapped) if v.invariant == "matches_reference"]
+    assert "differs from the reference in scheduled: expected [[0, 2], [1, 2]], got [[1, 2], [0, 2]]" in difference.message
+    assert "the same items in another order" in difference.message
+    leaky = copy.deepcopy(good)
+    leaky["trace"][2]["freed"] = [[0, [0, 1, 2]]]  # block 4 kept
+    (difference,) = [v for v in S.check(requests, config, leaky) if v.invariant == "matches_reference"]
+    assert "in freed: expected [[0, [0, 1, 2, 4]]], got [[0, [0, 1, 2]]]" in difference.message
+    assert "another order" not in difference.message
+
+
+def test_preempted_order_is_still_a_rule():
+    requests = [{"id": i, "arrival": 0, "prompt": 1, "output": 3} for i in range(3)]
+    config = {"max_seqs": 3, "token_budget": 8, "block_size": 1, "num_blocks": 3, "chunked_prefill": True}
+    reference = S.run(requests, config)
+    assert reference["trace"][1]["preempted"] == [2, 1]  # 2 for request 0's block, then 1 for its own
+    swapped = copy.deepcopy(reference)
+    swapped["trace"][1]["preempted"] = [1, 2]
+    swapped["trace"][1]["freed"] = [[1, [1]], [2, [2]]]
+    found = S.check(requests, config, swapped)
+    assert "preempt_newest" in names(found)
+    (difference,) = [v for v in found if v.invariant == "matches_reference"]
+    assert "in preempted, freed: expected [2, 1], got [1, 2] (the same items in another order" in difference.message
+    assert S.check(requests, config, swapped, policy="none") == []  # another victim rule: safety holds
+
+
+def test_the_hostile_target_abort_order_passes_the_stateful_test():
+    """tests/corpus/serving/online_correct/abort_order.py lists aborted in the order the client called abort (and,
+    caching off, frees them so): correct, since that order carries no rule.  Before issue 18 it failed
+    matches_reference ('aborted': [23, 16] against the spec's [16, 23], seed 0)."""
+    import pathlib
+
+    from proofs.online.stateful import run_stateful
+    from proofs.targets import parse_target
+
+    path = pathlib.Path(__file__).parent / "corpus" / "serving" / "online_correct" / "abort_order.py"
+    account = {}
+    assert run_stateful(parse_target(f"{path}:make"), "serving", 150, seed=0, account=account) is None
+    def aborts_twice_in_a_tick(text):
+        calls = [line.split("(")[0] for line in text.splitlines() if line.startswith("engine")]
+        return any(a == b == "engine.abort" for a, b in zip(calls, calls[1:]))
+
+    assert sum(map(aborts_twice_in_a_tick, account["texts"])) >= 5, "too few programs abort two requests in one tick"
+
+
+class BlockTables:
+    """impl's online engine in the blocks form: each entry gives the tables the tick ran with, no allocated, freed
+    or hits (the driver derives them: an admission's hits are the first len(table) - ceil(n / block_size))."""
+
+    def __init__(self, config):
+        import impl
+
+        self.engine = impl.make_serving(config)
+
+    def add_request(self, request):
+        self.engine.add_request(request)
+
+    def abort(self, request_id):
+        self.engine.abort(request_id)
+
+    def step(self):
+        before = self.engine.view()["blocks"]
+        entry = self.engine.step()
+        if entry is None:
+            return None
+        tables = dict(self.engine.view()["blocks"])
+        for request_id in entry["finished"]:  # as the tick ran it: what it held, its hits, then its new blocks
+            hits = [b for i, blocks in entry.get("hits", []) for b in blocks if i == request_id]
+            new = [b for i, blocks in entry["allocated"] for b in blocks if i == request_id]
+            tables[request_id] = (hits or before.get(request_id, [])) + new
+        out = {key: value for key, value in entry.items() if key not in ("allocated", "freed", "hits")}
+        out["blocks"] = tables
+        return out
+
+
+@pytest.mark.parametrize("form", ["lists", "blocks"])
+@pytest.mark.parametrize("name", sorted(CACHE_EXAMPLES))
+def test_the_caching_examples_online_through_the_driver(name, form):
+    import impl
+    from proofs.online.driver import drive
+
+    requests, config, trace, *_ = CACHE_EXAMPLES[name]
+    engine = impl.make_serving(dict(config)) if form == "lists" else BlockTables(dict(config))
+    result = drive(engine, requests, config)
+    assert "stopped" not in result and S.check(requests, config, result) == []
+    assert result["trace"] == trace
+    assert result == S.run(requests, config)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(cached_calls(max_requests=7), st.sampled_from(["lists", "blocks"]))
+def test_our_online_engine_with_caching_drawn_passes_through_the_driver_in_both_forms(call, form):
+    import impl
+    from proofs.online.driver import drive
+
+    requests, config = call
+    engine = impl.make_serving(dict(config)) if form == "lists" else BlockTables(dict(config))
+    result = drive(engine, requests, config)
+    assert "stopped" not in result, result["stopped"]
+    assert S.check(requests, config, result) == []
+
+
+@pytest.mark.parametrize("broken", [None, "a new block that is not the free queue's head",
+                                    "an abort that frees shared blocks", "a hit on a partial block"])
+def test_schedcheck_trace_reads_a_caching_header_and_judges_its_entries(tmp_path, broken):
+    """A trace file whose header has prefix_caching and the requests' tokens is checked entry by entry with the same
+    replay, caching rules included (tokens decide what a hit may be)."""
+    from proofs.trace.check import check_file
+    from proofs.trace.files import write
+
+    if broken is None:
+        requests, config, _trace, *_ = CACHE_EXAMPLES["C3"]
+        result = S.run(requests, config)
+    else:
+        requests, config, result = BROKEN_CACHE[broken][0]()
+    totals = {key: value for key, value in result.items() if key not in ("trace", "requests")}
+    path = str(tmp_path / "run.jsonl")
+    write(path, {"model": "serving", "config": config, "requests": requests}, result["trace"], totals)
+    report = check_file(path)
+    if broken is None:
+        assert report.verdict == "pass", report.violation
+    else:
+        assert report.verdict == "fail" and report.violation.invariant == BROKEN_CACHE[broken][1], report.violation

@@ -11,7 +11,7 @@ import spec
 import spec.serving as S
 from spec.serving.metrics import trace_entry
 from spec.serving.state import Progress
-from tests.serving_examples import EXAMPLES, expected_result
+from tests.serving_examples import CACHE_EXAMPLES, EXAMPLES, expected_result
 
 FAST = settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -30,6 +30,49 @@ def test_worked_example_exactly(name):
     assert [set(r) for r in result["requests"]] == [set(r) | set(rec) for r, rec in zip(requests, records)]
     assert result == expected_result(name)
     assert S.check(requests, config, result) == []
+
+
+def _impl_serve(requests, config):
+    import impl
+
+    return impl.serve(requests, config)
+
+
+SERVES = {"spec.serving.run": S.run, "impl.serve": _impl_serve}
+
+
+@pytest.mark.parametrize("serve", sorted(SERVES))
+@pytest.mark.parametrize("name", sorted(CACHE_EXAMPLES))
+def test_prefix_caching_worked_example_exactly(name, serve):
+    """P1 and P2 of issue 20, and C1-C4 checked by hand (docs/serving.md draws their timelines)."""
+    requests, config, trace, totals, records = CACHE_EXAMPLES[name]
+    before = copy.deepcopy((requests, config))
+    result = SERVES[serve](requests, config)
+    assert result["trace"] == trace
+    assert {key: result[key] for key in totals} == totals
+    by_id = {record["id"]: record for record in result["requests"]}
+    for request_id, fields in records.items():
+        assert {key: by_id[request_id][key] for key in fields} == fields, request_id
+    assert sum(record["cached"] for record in result["requests"]) == result["cache_hit_tokens"]
+    callers = {r["id"]: r for r in requests}
+    assert all(record.get("tokens") == callers[record["id"]].get("tokens") for record in result["requests"])
+    assert result["computed_tokens"] + result["cache_hit_tokens"] == (
+        result["useful_tokens"] + result["recomputed_tokens"] + result["aborted_tokens"])
+    assert S.check(requests, config, result) == [] and S.check(requests, config, result, policy="none") == []
+    assert (requests, config) == before
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_with_caching_off_the_worked_examples_are_unchanged_and_tokens_are_ignored(name):
+    requests, config, trace, *_ = EXAMPLES[name]
+    with_tokens = [dict(r, tokens=[7] * r["prompt"]) for r in requests]  # every prompt the same: no cache to hit
+    for off in ({**config, "prefix_caching": False}, config):
+        result = S.run(with_tokens, off)
+        assert [{k: v for k, v in e.items() if k != "hits"} for e in result["trace"]] == trace
+        assert all(e.get("hits", []) == [] for e in result["trace"])
+        assert ("cache_hit_tokens" in result) == ("prefix_caching" in off)
+        assert S.check(with_tokens, off, result) == []
+    assert S.run(requests, config) == expected_result(name)  # no prefix_caching key: the result of issue 10
 
 
 def test_s3_record_has_abort_key_only_where_the_caller_gave_one():
@@ -73,14 +116,30 @@ BAD_CALLS = [
     ([REQUEST], None, "config=None: expected a dict with keys max_seqs, token_budget, block_size, num_blocks, chunked_prefill"),
     ([REQUEST], without(CONFIG, "token_budget"), "config: missing key 'token_budget'"),
     ([REQUEST], without(CONFIG, "chunked_prefill"), "config: missing key 'chunked_prefill'"),
-    ([REQUEST], config_with(x=1), "config: unexpected key 'x'; a config has exactly max_seqs, token_budget, block_size, num_blocks, chunked_prefill"),
+    ([REQUEST], config_with(reserve_full_sequence=1), "config.reserve_full_sequence=1: expected a bool (True or False)"),
+    ([REQUEST], config_with(x=1), "config: unexpected key 'x'; a config has exactly max_seqs, token_budget, block_size, num_blocks, chunked_prefill and optionally reserve_full_sequence and prefix_caching"),
+    ([REQUEST], config_with(prefix_caching=1), "config.prefix_caching=1: expected a bool (True or False)"),
+    ([REQUEST], config_with(prefix_caching=None), "config.prefix_caching=None: expected a bool (True or False)"),
+    ([REQUEST], config_with(prefix_caching="yes"), "config.prefix_caching='yes': expected a bool (True or False)"),
+    ([request_with(tokens=[1])], CONFIG, "requests[0].tokens=[1]: expected a list or tuple of exactly prompt=2 ints"),
+    ([request_with(tokens=[1, 2, 3])], CONFIG, "requests[0].tokens=[1, 2, 3]: expected a list or tuple of exactly prompt=2 ints"),
+    ([request_with(tokens="ab")], CONFIG, "requests[0].tokens='ab': expected a list or tuple of exactly prompt=2 ints"),
+    ([request_with(tokens=None)], CONFIG, "requests[0].tokens=None: expected a list or tuple of exactly prompt=2 ints"),
+    ([request_with(tokens={1: 1, 2: 2})], CONFIG, "requests[0].tokens={1: 1, 2: 2}: expected a list or tuple of exactly prompt=2 ints"),
+    ([request_with(tokens=[1, True])], CONFIG, "requests[0].tokens[1]=True: expected an int"),
+    ([request_with(tokens=(1.0, 2))], CONFIG, "requests[0].tokens[0]=1.0: expected an int"),
+    ([request_with(tokens=[Int(1), 2])], CONFIG, "requests[0].tokens[0]=1: expected an int"),
+    ([request_with(tokens=[1, "2"])], config_with(prefix_caching=False), "requests[0].tokens[1]='2': expected an int"),
+    # tokens come after abort, before uniqueness
+    ([request_with(abort=1, tokens=[1])], CONFIG, "requests[0].abort=1: expected an int >= arrival=3"),
+    ([REQUEST, request_with(tokens=[1])], CONFIG, "requests[1].tokens=[1]: expected a list or tuple of exactly prompt=2 ints"),
     ([REQUEST], config_with(chunked_prefill=1), "config.chunked_prefill=1: expected a bool (True or False)"),
     ([REQUEST], config_with(chunked_prefill=None), "config.chunked_prefill=None: expected a bool (True or False)"),
     ("x", CONFIG, "requests='x': expected a list or tuple of request dicts"),
     ({"id": 0}, CONFIG, "requests={'id': 0}: expected a list or tuple of request dicts"),
-    ([5], CONFIG, "requests[0]=5: expected a dict with keys id, arrival, prompt, output[, abort]"),
-    ([REQUEST, [1]], CONFIG, "requests[1]=[1]: expected a dict with keys id, arrival, prompt, output[, abort]"),
-    ([request_with(x=1)], CONFIG, "requests[0]: unexpected key 'x'; a request has exactly id, arrival, prompt, output and optionally abort"),
+    ([5], CONFIG, "requests[0]=5: expected a dict with keys id, arrival, prompt, output[, abort][, tokens]"),
+    ([REQUEST, [1]], CONFIG, "requests[1]=[1]: expected a dict with keys id, arrival, prompt, output[, abort][, tokens]"),
+    ([request_with(x=1)], CONFIG, "requests[0]: unexpected key 'x'; a request has exactly id, arrival, prompt, output and optionally abort and tokens"),
     ([request_with(id="a")], CONFIG, "requests[0].id='a': expected an int"),
     ([request_with(id=True)], CONFIG, "requests[0].id=True: expected an int"),
     ([request_with(id=Int(1))], CONFIG, "requests[0].id=1: expected an int"),
@@ -309,6 +368,180 @@ def test_the_caller_objects_never_change(call):
     assert [id(r) for r in requests] == inner
 
 
+# --- prefix caching drawn: prompts from a few families, so that hits, evictions and preemptions meet -------------
+
+
+@st.composite
+def cached_calls(draw, max_requests=7):
+    """Valid calls with prefix caching on (one in four off, tokens given all the same): identical prompts, one a
+    prefix of another, equal up to the last token, other prompts and unnamed ones, in pools that run short."""
+    chunked = draw(st.booleans())
+    block_size = draw(st.integers(1, 3))
+    base = draw(st.lists(st.integers(0, 3), min_size=1, max_size=10))
+    requests = []
+    for request_id in range(draw(st.integers(0, max_requests))):
+        arrival = draw(st.integers(0, 5))
+        family = draw(st.sampled_from(["same", "prefix", "longer", "last token", "other", "unnamed"]))
+        tokens = {
+            "same": lambda: list(base),
+            "prefix": lambda: base[: draw(st.integers(1, len(base)))],
+            "longer": lambda: base + draw(st.lists(st.integers(0, 3), min_size=1, max_size=4)),
+            "last token": lambda: base[:-1] + [base[-1] + 1],
+            "other": lambda: draw(st.lists(st.integers(0, 3), min_size=1, max_size=8)),
+            "unnamed": lambda: None,
+        }[family]()
+        request = {"id": request_id, "arrival": arrival,
+                   "prompt": len(tokens) if tokens is not None else draw(st.integers(1, 8)),
+                   "output": draw(st.integers(1, 4))}
+        if tokens is not None:
+            request["tokens"] = tokens
+        if draw(st.integers(0, 3)) == 0:
+            request["abort"] = arrival + draw(st.integers(0, 8))
+        requests.append(request)
+    works = [r["prompt"] + r["output"] - 1 for r in requests]
+    peak = max((-(-w // block_size) for w in works), default=1)
+    config = {
+        "max_seqs": draw(st.integers(1, 4)),
+        "token_budget": draw(st.integers(1, 12)) if chunked else max(works, default=1) + draw(st.sampled_from([0, 1, 10])),
+        "block_size": block_size,
+        "num_blocks": peak + draw(st.sampled_from([0, 0, 1, 2, 4, 8])),
+        "chunked_prefill": chunked,
+        "prefix_caching": draw(st.sampled_from([True, True, True, False])),
+    }
+    reserve = draw(st.sampled_from([None, None, False, True]))  # vLLM's reserve_full_sequence, with hits counted
+    if reserve is not None:
+        config["reserve_full_sequence"] = reserve
+    assert S.is_valid(requests, config), (requests, config)
+    return requests, config
+
+
+CACHED = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@CACHED
+@given(cached_calls())
+def test_with_caching_every_state_of_the_reference_run_satisfies_every_state_invariant(call):
+    requests, config = call
+    for state in states(requests, config):
+        assert S.broken_state_invariants(state) == [], (state.latest, state.pool, S.broken_state_invariants(state))
+
+
+@CACHED
+@given(cached_calls())
+def test_with_caching_runs_terminate_within_the_ranking_function(call):
+    requests, config = call
+    state = S.initial(requests, config)
+    budget = S.remaining_work(state)
+    steps = 0
+    while not S.is_terminal(state):
+        before = S.remaining_work(state)
+        state = S.step(state)
+        assert S.remaining_work(state) < before, "a step that does not decrease the ranking function"
+        steps += 1
+    assert steps <= budget
+
+
+@CACHED
+@given(cached_calls())
+def test_with_caching_the_oracle_finds_nothing_in_the_reference_result(call):
+    requests, config = call
+    result = S.run(requests, config)
+    for policy in S.POLICIES:
+        assert S.check(requests, config, result, policy=policy) == []
+        assert S.check(requests, config, unusual(result), policy=policy) == []
+    assert result["computed_tokens"] + result["cache_hit_tokens"] == (
+        result["useful_tokens"] + result["recomputed_tokens"] + result["aborted_tokens"])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(cached_calls(max_requests=8))
+def test_impl_serve_equals_the_reference_with_caching_drawn(call):
+    """The differential test of issue 20: impl.serve (its own pool, impl/serving_cache.py) against spec.serving.run."""
+    import impl
+
+    requests, config = call
+    before = copy.deepcopy(call)
+    assert impl.serve(requests, config) == S.run(requests, config)
+    assert (requests, config) == before
+
+
+@CACHED
+@given(cached_calls(), st.integers(0, 12), st.data())
+def test_with_caching_cancel_and_submit_keep_every_state_invariant(call, when, data):
+    requests, config = call
+    state = S.initial(requests, config)
+    for _ in range(when):
+        if S.is_terminal(state):
+            break
+        state = S.step(state)
+    active = list(state.waiting + state.running)
+    if active:
+        state = S.cancel(state, data.draw(st.sampled_from(active)).id)
+    state = S.submit(state, S.Request(10**6, state.clock, 1, 1, None, [requests[0]["tokens"][0]] if requests and "tokens" in requests[0] else [0]))
+    while not S.is_terminal(state):
+        state = S.step(state)
+        assert S.broken_state_invariants(state) == []
+
+
+@CACHED
+@given(cached_calls(), st.data())
+def test_every_mutant_of_a_caching_reference_result_is_caught_even_without_the_policy(call, data):
+    requests, config = call
+    result = S.run(requests, config)
+    if not result["trace"]:
+        return
+    mutant = copy.deepcopy(result)
+    e = data.draw(st.sampled_from(mutant["trace"]))
+    kind = data.draw(st.sampled_from(["n", "drop", "repeat", "record", "total", "block"]))
+    if kind == "n" and e["scheduled"]:
+        data.draw(st.sampled_from(e["scheduled"]))[1] += data.draw(st.sampled_from([-1, 1]))
+    elif kind in ("drop", "repeat"):
+        key = data.draw(st.sampled_from(["scheduled", "preempted", "aborted", "freed", "allocated", "finished", "hits"]))
+        if e.get(key):
+            index = data.draw(st.integers(0, len(e[key]) - 1))
+            if kind == "drop":
+                del e[key][index]
+            else:
+                e[key].insert(index, copy.deepcopy(e[key][index]))
+    elif kind == "record":
+        record = data.draw(st.sampled_from(mutant["requests"]))
+        field = data.draw(st.sampled_from(MUTABLE_FIELDS + ("cached",)))
+        if field in record:
+            record[field] = 0 if record[field] is None else record[field] + data.draw(st.sampled_from([-1, 1]))
+    elif kind == "total":
+        key = data.draw(st.sampled_from(MUTABLE_TOTALS + ("cache_hit_tokens",)))
+        if key in mutant:
+            mutant[key] += data.draw(st.sampled_from([-1, 1]))
+    elif kind == "block":  # one block id of a list changed to another id of the pool
+        pairs = [pair for key in ("freed", "allocated", "hits") for pair in e.get(key, []) if pair[1]]
+        if pairs:
+            pair = data.draw(st.sampled_from(pairs))
+            pair[1][data.draw(st.integers(0, len(pair[1]) - 1))] = data.draw(st.integers(0, config["num_blocks"]))
+    if mutant == result:
+        return
+    found = S.check(requests, config, mutant)
+    assert found, f"{kind} mutant not caught: {mutant}"
+    assert names_in_order(found)
+    if kind != "block":  # another block of the pool may be a correct choice for another policy: fcfs judges it
+        assert S.check(requests, config, mutant, policy="none"), f"{kind} mutant not caught without the policy"
+
+
+def test_a_state_breaking_each_caching_claim_is_caught_by_its_predicate():
+    requests, config, *_ = CACHE_EXAMPLES["C3"]
+    state = S.step(S.step(S.initial(requests, config)))  # after tick 1: blocks 0 and 1 shared by requests 0 and 1
+    assert S.broken_state_invariants(state) == [] and state.running[1].blocks[:2] == (0, 1)
+    pool = state.pool
+    foreign = state._replace(pool=pool._replace(content=(pool.content[1],) + pool.content[1:]))  # block 0 holds [1..4]
+    assert S.broken_state_invariants(foreign) == ["no_false_sharing"]
+    leaked = state._replace(running=(state.running[0]._replace(blocks=state.running[0].blocks[:2]), state.running[1]))
+    assert "refcount_exact" in S.broken_state_invariants(leaked)  # block 2: taken, held by no one, not in the queue
+    queued = state._replace(pool=pool._replace(returned=(0,)))  # a held block in the free queue
+    assert S.broken_state_invariants(queued)[0] == "refcount_exact"
+    twice = state._replace(running=(state.running[0], state.running[1]._replace(blocks=(0, 0, 3))))
+    assert "kv_exclusive" in S.broken_state_invariants(twice)
+    assert S.broken_state_invariants(state._replace(pool=None)) == ["well_typed"]
+
+
 # --- the online model: submit and cancel ----------------------------------------------------
 
 
@@ -403,7 +636,10 @@ def test_submit_and_cancel_reject_what_the_domain_rejects():
 ISSUE_ORDER = [
     "well_typed",
     "no_duplicate_active", "no_start_before_arrival", "slot_bound", "nonnegative_remaining", "work_conservation",
-    "every_job_completes_once", "termination", "token_budget", "kv_capacity", "kv_exclusive", "kv_exact",
+    "every_job_completes_once", "termination", "token_budget", "kv_capacity",
+    "no_false_sharing", "refcount_exact",  # issue 20: right after kv_capacity, before kv_exact
+    "kv_exclusive", "kv_exact",
+    "longest_prefix_hit", "lru_eviction",  # issue 20: first among the policy rows
     "fcfs_admission", "running_first", "preempt_newest", "no_admission_after_preemption", "work_conserving",
     "metrics_consistent", "matches_reference",
     "validation", "input_unchanged", "deterministic",

@@ -7,6 +7,10 @@ else).  The adapter, its loading, its stubs and its mapping are ``vidur_common``
 
 from vidur_common import VidurAdapter, load
 
+# what this scheduler supports (schedcheck draws only inside it): it never chunks a prefill (Orca-style
+# batches whole requests and has no token budget)
+DOMAIN = {"chunked_prefill": [False]}
+
 MODULES = load("orca")  # the engine's modules, imported once, as an adapter imports its engine
 
 

@@ -7,6 +7,9 @@ else).  The adapter, its loading, its stubs and its mapping are ``vidur_common``
 
 from vidur_common import VidurAdapter, load
 
+# what this scheduler supports (schedcheck draws only inside it): it always chunks prefills (chunk_size)
+DOMAIN = {"chunked_prefill": [True]}
+
 MODULES = load("sarathi")  # the engine's modules, imported once, as an adapter imports its engine
 
 

@@ -7,6 +7,9 @@ else).  The adapter, its loading, its stubs and its mapping are ``vidur_common``
 
 from vidur_common import VidurAdapter, load
 
+# what this scheduler supports (schedcheck draws only inside it): it never chunks a prefill
+DOMAIN = {"chunked_prefill": [False]}
+
 MODULES = load("vllm")  # the engine's modules, imported once, as an adapter imports its engine
 
 

@@ -19,7 +19,8 @@ What it runs, in order:
 3. every ``POLL_SECONDS`` it looks for a worker's finding, and every
    ``SHARED_POLL_SECONDS`` for a counterexample another campaign published; on either it
    stops HypoFuzz and minimises the finding with verify's own minimiser in a fresh
-   sandbox (one that does not reproduce is flaky, logged, and the campaign goes on),
+   sandbox (a time-out or death that does not happen again is flaky, logged, and the campaign goes on;
+   a wrong result is a counterexample whether or not it happens again),
    saves it, publishes it in the database for every other worker, and reports it.
 
 Bounds: the target runs in the sandbox (a hang or a crash is a ``termination`` finding,
@@ -141,42 +142,32 @@ def _replay(process, model, cexes, save_dir: str | None):
     if search.found:
         return search.found[0], "saved in " + save_dir
     for cex in cexes:
-        same = [f for f in search._judge(cex.check, cex.call, cex.rule) if f.invariant == cex.property]
+        same = [f for f in search.replay(cex, attempts=1).findings if f.invariant == cex.property]
         if same:
             return Found(cex._replace(message=same[0].message), same[0].result), "published in the example database"
     return None, ""
 
 
-def _minimise(process, model, cex):
-    """Verify's minimiser on a worker's finding, confirmed in a fresh sandbox: (Found or None, flaky entries)."""
-    from proofs.counterexample import Counterexample
-    from proofs.search.engine import ENGINE, Found, Search
+def _minimise(process, model, cex, kind: str = "returned"):
+    """Verify's minimiser on a worker's finding, confirmed in a fresh sandbox: (Found or None, flaky entries).
+    ``kind`` is the outcome the worker saw: a result or exception is a counterexample even if it does not
+    happen again (proofs.search.engine), a time-out or death may be flaky."""
+    from proofs.search.engine import Found, Search
+    from proofs.search.judge import Finding
 
     search = Search(process, time.monotonic() + MINIMISE_SECONDS, model=model)
     call, wanted = tuple(cex.call), cex.property
+    search._seen = Finding(wanted, cex.message, kind=kind)
     if cex.check == "deterministic":
         small, finding = search._minimize_repeated(call, wanted)
     elif cex.check == "validation":
-        def fails(candidate) -> bool:
-            return any(f.invariant == wanted for f in search._invalid(candidate, cex.rule))
-
-        small, finding = model.minimize_invalid(call, fails, search._shrink_seconds()), None
-        process.close()  # confirmed in a fresh process: nothing came before
-        for candidate in (small, call):
-            again = [f for f in search._invalid(candidate, cex.rule) if f.invariant == wanted]
-            if again:
-                small, finding = candidate, again[0]
-                break
-        if finding is None:
-            search.flaky.append({"invariant": wanted, "size": model.size(call), "input_repr": cex.input_repr(),
-                                 "message": "an invalid call failed once in the campaign, but not again"})
+        small, finding = search._confirm_invalid(call, wanted, cex.rule)
     else:
         small, finding = search._minimize_valid(call, wanted)
     if finding is None:
         return None, search.flaky
     check = "deterministic" if finding.invariant == "deterministic" else cex.check
-    small_cex = Counterexample(finding.invariant, ENGINE, check, tuple(small), finding.message, cex.rule, model=model.name)
-    return Found(small_cex, finding.result), search.flaky
+    return Found(search.counterexample(check, small, finding, cex.rule), finding.result), search.flaky
 
 
 # -- the campaign's process and files ----------------------------------------------------
@@ -245,13 +236,15 @@ def _counts(folder: str) -> tuple[int, dict]:
 
 
 def _findings(folder: str) -> list:
+    """The workers' findings: (Counterexample, the kind of outcome seen), oldest first."""
     from proofs.counterexample import Counterexample
 
     found = []
     for path in sorted(glob.glob(os.path.join(folder, "found-*.json")), key=os.path.getmtime):
         try:
             with open(path, encoding="utf-8") as handle:
-                found.append(Counterexample.from_json(json.load(handle)["counterexample"]))
+                data = json.load(handle)
+            found.append((Counterexample.from_json(data["counterexample"]), data.get("kind", "returned")))
         except (OSError, ValueError, KeyError, TypeError, SyntaxError):
             continue
         finally:
@@ -402,9 +395,9 @@ def run_fuzz(args: argparse.Namespace) -> int:
             try:
                 with fresh_process() as process:
                     process.start()
-                    found, new_flaky = _minimise(process, model, findings[0])
+                    found, new_flaky = _minimise(process, model, *findings[0])
             except (KeyboardInterrupt, _Stopped):
-                print(f"schedcheck: stopped while a {findings[0].property} finding was being minimised: not confirmed, "
+                print(f"schedcheck: stopped while a {findings[0][0].property} finding was being minimised: not confirmed, "
                       f"not saved (run `schedcheck verify {target.text}`)", file=sys.stderr)
                 return 2
             flaky += new_flaky
@@ -413,7 +406,8 @@ def run_fuzz(args: argparse.Namespace) -> int:
                        "minimised and confirmed in a fresh process by verify's minimiser")
                 return _report_failure(args, target.text, model, database, found, how, calls, examples, started)
             for entry in new_flaky:
-                print(f"flaky {entry['invariant']} (size {entry['size']}): {entry['message']}; not counted", file=sys.stderr)
+                print(f"flaky {entry.get('kind', 'failure')} {entry['invariant']} (size {entry['size']}): "
+                      f"{entry['message']}; not counted", file=sys.stderr)
             if reason == "stopped" or time.monotonic() >= deadline:
                 return _report_no_failure(args, target.text, model, calls, examples, flaky, started)
             # a flaky finding is not a counterexample: the campaign goes on
@@ -444,7 +438,8 @@ def _report_failure(args, target_text, model, database, found, how, calls, examp
 def _report_no_failure(args, target_text, model, calls, examples, flaky, started) -> int:
     seconds = time.monotonic() - started
     for entry in flaky:
-        print(f"flaky {entry['invariant']} (size {entry['size']}): {entry['message']}; not counted")
+        print(f"flaky {entry.get('kind', 'failure')} {entry['invariant']} (size {entry['size']}): {entry['message']}; "
+              "not counted")
         print(f"  {entry['input_repr']}")
         print()
     for name in (c for c in CHECKS if c in (args.check or CHECKS)):  # every search planned, those never run too

@@ -10,6 +10,8 @@ from proofs import models
 from proofs.cli.paths import HTML_HELP, output_problem
 from proofs.outcomes import exit_code
 
+SAVED_DIR = ".schedcheck/counterexamples"  # verify's default too
+
 
 def add_parsers(commands) -> None:
     trace = commands.add_parser(
@@ -31,6 +33,8 @@ def add_parsers(commands) -> None:
     trace.add_argument("--config", metavar="C.json",
                        help="--record: the config (for the chapter's model {\"slots\": S, \"continuous\": B})")
     trace.add_argument("-o", "--output", metavar="FILE.jsonl", help="--record: where to write the trace (.gz: gzip)")
+    trace.add_argument("--save-dir", default=SAVED_DIR,
+                       help="where a violation is saved as a counterexample, for `schedcheck replay` (default %(default)s)")
     trace.set_defaults(handler=run_trace)
 
 
@@ -110,6 +114,13 @@ def run_trace(args: argparse.Namespace) -> int:
         return _error(f"{args.file}: {error}")
     except ValueError as error:
         return _error(str(error))
+    if report.violation is not None:  # saved before it is reported: `schedcheck replay` checks it again
+        from proofs.counterexample import from_trace, save
+
+        try:
+            save(from_trace(args.file, report), args.file, args.save_dir)
+        except OSError as error:
+            return _error(f"--save-dir {args.save_dir!r}: {error.strerror or error}")
     text = format_report(args.file, report)
     print("\n".join(text))
     if args.json:

@@ -11,18 +11,20 @@ import time
 
 import spec
 from proofs import models
+from proofs.models import declared
 from proofs.report import ci as ci_reports
 from proofs.counterexample import Counterexample, load, save
 from proofs.sandbox import HarnessError, InProcessTarget, TargetProcess
 from proofs.outcomes import FAIL, INCOMPLETE, PASS, UNKNOWN, exit_code
 from proofs.symbolic.bridge import OUTCOMES, ledger
-from proofs.report.text import format_counterexample, summary_line
+from proofs.report.text import flaky_note, format_counterexample, summary_line
 from proofs.targets import TargetError, parse_target
 from proofs.cli.paths import HTML_HELP, OUTPUT_PATHS_HELP, output_problem
 
 ENGINES = ("hypothesis", "crosshair")  # the engines of `verify --engine`, in the order `all` runs them
 SAVED_DIR = os.path.join(".schedcheck", "counterexamples")
 OVERRUN_SECONDS = 10.0  # the run ends within budget + this, whatever the target does
+REPLAY_BUDGET = 60.0  # seconds a replay may take (a failure that did not reproduce is tried until then)
 
 
 class Progress:
@@ -128,6 +130,9 @@ def add_parsers(commands) -> None:
     replay.add_argument("--pytest", metavar="PATH", help="write a pytest regression test for it")
     replay.add_argument("--policy", default=None, metavar="fcfs|none",
                         help="judge with this policy (default: the one it was found under, as saved)")
+    replay.add_argument("--budget", type=float, default=REPLAY_BUDGET, metavar="SECONDS",
+                        help="how long a failure that depended on earlier calls or chance may be tried again "
+                        "(default %(default)g)")
     replay.set_defaults(handler=run_replay)
 
 
@@ -205,6 +210,7 @@ def run_verify(args: argparse.Namespace) -> int:
         return _fail_usage(f"--backend {args.backend}: the {model.name} model runs on the hypothesis backend only")
     try:
         target = parse_target(args.online or args.target or model.default_target)
+        model = declared.for_target(model, target)  # the part of the domain the target declares (DOMAIN), if any
     except TargetError as error:
         return _fail_usage(str(error))
     ours = target.text == model.default_target  # our own impl: its online scheduler gets the stateful test too
@@ -276,12 +282,15 @@ def run_verify(args: argparse.Namespace) -> int:
         raise
     progress.clear()
 
-    from proofs.search.engine import budget_to_finish, cut_short
+    from proofs.search.engine import OUR_FACTORIES, budget_to_finish, cut_short
 
     verdict = run_verdict(found, checks or [], contracts)
     for cex, actual in found:
         # saved before it is reported, with what replay needs to judge it the same way
-        save(cex, target.text, args.save_dir, {"policy": model.policy} | ({"online": True} if online else {}))
+        extra = {"policy": model.policy} | ({"online": True} if online else {})
+        if cex.check == "stateful":  # the factory its program drives
+            extra["factory"] = target.text if online else OUR_FACTORIES[model.name]
+        save(cex, target.text, args.save_dir, extra)
     if contracts:
         print("\n".join(ledger(contracts)))
         print()
@@ -295,8 +304,9 @@ def run_verify(args: argparse.Namespace) -> int:
         print("\n".join(check_lines(checks)))
     if corners is not None and corners.calls:  # per corner of the coverage model: the calls that reached it
         print("\n".join(corners.lines()))
-    for entry in flaky:  # seen once, never again: logged, not a counterexample
-        print(f"flaky {entry['invariant']} (size {entry['size']}): {entry['message']}; not counted")
+    for entry in flaky:  # a time-out or death that passed on a retry: logged, not a counterexample
+        print(f"flaky {entry.get('kind', 'failure')} {entry['invariant']} (size {entry['size']}): {entry['message']}; "
+              "not counted")
         print(f"  {entry['input_repr']}")
         print()
     engine = "hypothesis+crosshair" if args.engine == "all" else args.engine
@@ -312,19 +322,27 @@ def run_verify(args: argparse.Namespace) -> int:
     waiting = [c for c in contracts if c["outcome"] == "incomplete"]
     needed = None
     if verdict == "incomplete":
-        if short:
+        late = [a for a in short if a.stopped.endswith("deadline")]
+        stalled = [a for a in short if a.stopped == "flaky"]
+        if late:
             line += "; the budget ran out before " + ", ".join(
-                f"{a.check} ({a.tried} of {a.planned} {a.unit})" for a in short) + " finished"
-            needed = budget_to_finish(checks, args.budget, share=0.5 if args.engine == "all" else 1.0)
+                f"{a.check} ({a.tried} of {a.planned} {a.unit})" for a in late) + " finished"
+        if stalled:
+            line += "; " + ", ".join(f"{a.check} ({a.tried} of {a.planned} {a.unit})" for a in stalled) + (
+                " stopped after flaky time-outs or deaths (a larger --call-timeout, not a larger --budget, would let "
+                "it finish)")
+        needed = budget_to_finish(checks or [], args.budget, share=0.5 if args.engine == "all" else 1.0)
         if waiting:
             line += f"; {len(waiting)} CrossHair contracts did not run their planned time"
             ran = max(1, len(contracts) - len(waiting))  # the budget ran these: scale it to run them all
-            needed = max(needed or 0, math.ceil(1.25 * args.budget * len(contracts) / ran))
+            if not stalled:
+                needed = max(needed or 0, math.ceil(1.25 * args.budget * len(contracts) / ran))
         if needed:
             line += f"; --budget {needed} would finish it (estimated from the measured rate)"
         line += " (incomplete is not a pass)"
-    if flaky:
-        line += f"; {len(flaky)} flaky failure{'s' if len(flaky) > 1 else ''} not counted (they did not reproduce)"
+    line += flaky_note(flaky)
+    if getattr(model, "declared", None) is not None:  # what was not checked, said with every verdict
+        line += f"; {model.declared.describe()}"
     print(line)
     if args.json or args.junit or args.sarif or args.html:
         report = _write_json(args.json, verdict, target.text, time.monotonic() - started, [cex for cex, _ in found],
@@ -357,6 +375,8 @@ def check_lines(checks) -> list[str]:
     for account in checks:
         state = "finished" if account.finished else f"not finished ({account.stopped or 'stopped'})"
         lines.append(f"hypothesis  {account.check:22} {account.tried:>6} of {account.planned:<6} {account.unit:9} {state}")
+        if account.note:  # what else ran and is not counted, on a line of its own
+            lines.append(f"{'':12}({account.note})")
     return lines
 
 
@@ -383,6 +403,8 @@ def _write_json(path: str | None, verdict: str, target: str, seconds: float, cou
     report |= covered or {}
     if model is not None and model.name != models.DEFAULT:
         report |= {"model": model.name, "policy": model.policy}
+    if getattr(model, "declared", None) is not None:
+        report["declared_domain"] = {"rules": model.declared.raw, "text": model.declared.describe()}
     if checks is not None:
         report["checks"] = [account.to_json() for account in checks]
     if budget_to_finish is not None:
@@ -400,9 +422,14 @@ def _write_json(path: str | None, verdict: str, target: str, seconds: float, cou
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    """Run a saved counterexample again, exactly as saved (its history, its program), and say what it showed:
+    FAIL (exit 1) when it fails again; PASS (exit 0) when a failure that reproduced alone no longer does;
+    DID NOT REPRODUCE (unknown, exit 2) when a failure that needed earlier calls or chance did not happen again."""
     problem = output_problem({"--pytest": args.pytest}, {})
     if problem:
         return _fail_usage(problem)
+    if not args.budget > 0:
+        return _fail_usage(f"--budget={args.budget:g}: expected seconds > 0")
     try:
         cex, found_on = load(args.counterexample)
     except (OSError, ValueError, KeyError, TypeError, SyntaxError) as error:
@@ -410,53 +437,260 @@ def run_replay(args: argparse.Namespace) -> int:
     try:
         with open(args.counterexample) as handle:
             saved = json.load(handle)
+        if isinstance(saved, dict) and "counterexamples" in saved:  # a --json report: its first counterexample
+            saved = dict(saved["counterexamples"][0], target=saved.get("target"))
         online = bool(saved.get("online"))
         policy = args.policy or saved.get("policy")
-        model = models.get(cex.model, policy, online=online)
-        target = parse_target(args.target or found_on or model.default_target)
+        model = models.get(cex.model, policy, online=online or (cex.check == "trace" and args.target is not None))
+        if cex.check == "stateful":  # what is driven is a factory: the one given, or the one it was found with
+            from proofs.search.engine import OUR_FACTORIES
+
+            subject = parse_target(args.target or saved.get("factory")
+                                   or (found_on if online else OUR_FACTORIES[model.name]))
+        elif cex.check == "trace" and args.target is None:  # no factory: the saved trace is checked again
+            subject = _TraceFile(found_on or "the saved trace")
+        else:
+            subject = parse_target(args.target or found_on or model.default_target)
+        if not isinstance(subject, _TraceFile):
+            model = declared.for_target(model, subject)  # the part of the domain the target declares, if any
     except (TargetError, ValueError) as error:
         return _fail_usage(str(error))
-    from proofs.search.engine import Search
-
+    outside = getattr(model, "declared", None) is not None and cex.check in ("conformance", "deterministic") \
+        and model.base.is_valid(*cex.call) and not model.declared.admits(cex.call)
+    if outside:  # never charged to the target: it said it does not support such a call
+        return _fail_usage(f"{args.counterexample}: its call is outside the domain {subject.text} declares "
+                           f"({model.declared.describe()}): not judged")
+    extra = {"policy": model.policy} | ({"online": True} if online else {})
+    if cex.check == "stateful":
+        extra["factory"] = subject.text
     try:
-        with TargetProcess(target, shape=model.shape, adapter=getattr(model, "adapter", None)) as process:
-            process.start()
-            search = Search(process, time.monotonic() + 60, model=model)
-            findings = search._judge(cex.check, cex.call, cex.rule)
+        replayed = _replay(cex, subject, model, args.budget, given=args.target is not None)
     except TargetError as error:
         return _fail_usage(str(error))
     wrote = []
     if args.pytest:
-        _write_regression_test(args.pytest, cex, target, {"policy": model.policy} | ({"online": True} if online else {}))
-        wrote = [f"wrote {args.pytest}: a pytest regression test that passes once {cex.property} holds on this input"]
-    if not findings:
-        print("\n".join([f"PASS {target.text}: the counterexample to {cex.property} no longer fails", *wrote]))
-        return 0
-    same = [f for f in findings if f.invariant == cex.property]
-    finding = (same or findings)[0]
-    again = cex._replace(property=finding.invariant, message=finding.message)
+        _write_regression_test(args.pytest, cex, subject, extra)
+        what = "program" if cex.check == "stateful" else "trace" if cex.check == "trace" else "input"
+        if isinstance(subject, _TraceFile):
+            wrote = [f"wrote {args.pytest}: a pytest regression test that checks the saved trace again (it fails as "
+                     "long as it is this trace; give the factory that recorded it, FILE.py:make, for a test of the "
+                     "engine itself)"]
+        elif cex.depends or _older_history_claim(cex):
+            wrote = [f"wrote {args.pytest}: a pytest regression test that fails while {cex.property} still breaks on "
+                     f"this {what} when replayed, and passes when it does not reproduce"]
+        else:
+            wrote = [f"wrote {args.pytest}: a pytest regression test that passes once {cex.property} holds on this {what}"]
+    return _replay_report(cex, subject, replayed, wrote)
+
+
+def _replay(cex: Counterexample, subject, model, budget: float, given: bool):
+    """Replay ``cex`` on ``subject`` in the sandbox: (findings, attempts, history, unreadable, program)."""
+    from proofs.search.engine import Replayed, Search
+
+    deadline = time.monotonic() + budget
+    if cex.check == "step":
+        return Replayed(_replay_step(cex), 1, 0.0, 0)
+    if cex.check == "trace" and not given:
+        return Replayed(_recheck_trace(cex), 1, 0.0, 0)
+    if cex.check == "trace":  # a trace recorded from this factory: drive it again on the header's call
+        cex = cex._replace(check="conformance")
+    if cex.check == "stateful":
+        search = Search(None, deadline, model=model)
+        search.process = _NoProcess(subject)
+        return search.replay(cex, factory=subject.text)
+    with TargetProcess(subject, shape=model.shape, adapter=getattr(model, "adapter", None)) as process:
+        process.start()
+        if process.signature_problem:
+            raise TargetError(f"target {subject.text!r}: {process.signature_problem}")
+        return Search(process, deadline, model=model).replay(cex)
+
+
+class _TraceFile:
+    """What a trace counterexample is replayed on when no factory is given: the trace it saved."""
+
+    path = None
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+class _NoProcess:
+    """Stands for the search's target process when a stateful replay drives a factory of its own."""
+
+    call_seconds = 1.0
+
+    def __init__(self, target) -> None:
+        self.target = target
+
+    def close(self) -> None:
+        pass
+
+
+def _replay_report(cex: Counterexample, subject, replayed, wrote: list[str]) -> int:
+    """Print what the replay showed and return the exit code (``replay``'s verdicts, docs/verify.md)."""
+    how = _replay_how(cex, replayed, subject)
+    if replayed.unreadable:
+        print("\n".join([f"UNKNOWN {subject.text}: the program of this stateful counterexample to {cex.property} "
+                         "could not be read (an older file keeps it only as text); nothing was replayed", *wrote]))
+        return exit_code(UNKNOWN)
+    if not replayed.findings:
+        if cex.depends or _older_history_claim(cex):
+            print("\n".join([
+                f"DID NOT REPRODUCE {subject.text}: the counterexample to {cex.property} did not fail again {how}; "
+                f"when found it {_found_how(cex)}, so one replay that passes does not show it is fixed "
+                "(unknown, not a pass)", *wrote]))
+            return exit_code(UNKNOWN)
+        note = ""
+        if cex.format < 2:
+            note = ("; saved by an older schedcheck without its call history, so a failure that needed earlier "
+                    "calls could not show here")
+        print("\n".join([f"PASS {subject.text}: the counterexample to {cex.property} no longer fails ({how}{note})",
+                         *wrote]))
+        return exit_code(PASS)
+    same = [f for f in replayed.findings if f.invariant == cex.property]
+    finding = (same or replayed.findings)[0]
+    message = finding.message
+    if cex.check == "stateful":
+        message = finding.message  # the program's report, as run now
+    again = cex._replace(property=finding.invariant, message=message,
+                         program=replayed.program if replayed.program is not None else cex.program)
     lines = format_counterexample(again, finding.result)
     if not same:  # the input still fails, another way: never a pass
         lines.insert(0, f"# the counterexample to {cex.property} no longer breaks it, but breaks {finding.invariant}:")
+    if cex.depends or replayed.attempts > 1 or cex.check in ("stateful", "trace"):
+        lines.append(f"# replayed: it failed again {how}")
     print("\n".join(lines + wrote))
-    return 1
+    return exit_code(FAIL)
+
+
+def _replay_how(cex: Counterexample, replayed, subject) -> str:
+    """How the replay ran: alone or after its history, how many attempts."""
+    if cex.check == "stateful":
+        where = "on a fresh engine"
+    elif cex.check == "trace":
+        where = "on the saved trace" if isinstance(subject, _TraceFile) else "driving the factory on its call"
+    elif cex.check == "step":
+        where = "from its pre-state"
+    elif cex.check == "deterministic":
+        where = "in the repeated-call check (fresh processes)"
+    elif replayed.history:
+        where = f"in a fresh process after the {replayed.history} calls of its history"
+    else:
+        where = "alone in a fresh process"
+    if replayed.attempts > 1:
+        return f"{where}, on attempt {replayed.attempts}" if replayed.findings else f"{where}, in {replayed.attempts} attempts"
+    return where
+
+
+def _found_how(cex: Counterexample) -> str:
+    if cex.reproduced == "history":
+        return f"failed only after the calls before it ({len(cex.history or ())} saved with it)"
+    if cex.reproduced == "no":
+        return "did not reproduce alone: the bug depends on earlier calls or on chance"
+    return "needed the calls made before it (an older file, saved without them)"
+
+
+def _older_history_claim(cex: Counterexample) -> bool:
+    """An older file (format 1) whose failure was confirmed only after earlier calls, which it does not hold."""
+    return cex.format < 2 and "but did in a fresh process after the" in cex.message
+
+
+def _replay_step(cex: Counterexample) -> list:
+    """A one-step counterexample of CrossHair: the step again from its pre-state, in a sandbox child."""
+    from proofs.sandbox import run_once
+    from proofs.search.judge import Finding
+
+    subject = "spec.step" if cex.message.startswith("one tick of spec.step") else "impl.Scheduler.step"
+    outcome = run_once(_step_again, subject, cex.property, cex.pre_state, seconds=30.0)
+    if outcome.kind != "returned":
+        return [Finding("termination", f"{subject} on the pre-state: {outcome.kind}: {outcome.error}", kind=outcome.kind)]
+    return [Finding(cex.property, outcome.result)] if outcome.result else []
+
+
+def _step_again(subject: str, invariant: str, pre_state: dict):
+    """In a child: the one step again; what breaks (a message) or None."""
+    from proofs.symbolic.contracts import _post_holds, plain_from_state, state_from_dict
+
+    state = state_from_dict(pre_state)
+    if subject == "spec.step":
+        from spec import step
+
+        after = step(state)
+    else:
+        from impl.scheduler import Scheduler
+        from proofs.symbolic.contracts import impl_step
+
+        after = impl_step(Scheduler, state)
+    if _post_holds(invariant, after):
+        return None
+    return f"one tick of {subject} breaks {invariant}: post-state {plain_from_state(after)}"
+
+
+def _recheck_trace(cex: Counterexample) -> list:
+    """A trace counterexample with no factory to record again: its saved entries checked again."""
+    import tempfile
+
+    from proofs.search.judge import Finding
+    from proofs.trace.check import check_file
+    from proofs.trace.files import write
+
+    if cex.trace is None or (cex.trace.get("entries") is None and not os.path.exists(cex.trace.get("file") or "")):
+        raise TargetError(f"the trace counterexample to {cex.property} holds no entries (its trace was longer than "
+                          "the prefix saved) and its file is gone: give the factory that recorded it, FILE.py:make, "
+                          "to drive it again")
+    with tempfile.TemporaryDirectory(prefix="schedcheck-replay-") as folder:
+        path = cex.trace["file"]
+        if cex.trace.get("entries") is not None:
+            path = os.path.join(folder, "trace.jsonl")
+            write(path, cex.trace["header"], cex.trace["entries"], cex.trace.get("totals"))
+        report = check_file(path, cex.model, cex.trace.get("policy"))
+    if report.violation is None:
+        return []
+    violation = report.violation
+    where = f"tick {violation.tick}" if violation.tick is not None else "the end of the trace"
+    return [Finding(violation.invariant, f"{where}: {violation.message}")]
 
 
 def _write_regression_test(path: str, cex: Counterexample, target, extra: dict) -> None:
-    """A pytest file that replays the counterexample and passes once the bug is fixed.
+    """A pytest file that replays the counterexample: it fails while the failure still happens.
 
+    For a failure that reproduced alone, the test passes once replay says PASS; for one that
+    needed earlier calls or chance, replay can only say DID NOT REPRODUCE (it runs it as often as
+    it was seen to need), and the test accepts that as its pass: evidence, not proof, of a fix.
     Every path in it is relative to the test file itself (``__file__``): the target's
     file, and the folder the replay ran in (where a module target is imported from),
     so the test passes wherever pytest is started."""
     here = os.path.dirname(os.path.abspath(path))
     root = os.path.relpath(os.getcwd(), here)
-    if target.path is not None:
+    if isinstance(target, _TraceFile):
+        target_code = "None  # a trace with no factory: its saved entries are checked again"
+    elif target.path is not None:
         target_code = f"os.path.join(HERE, {os.path.relpath(target.path, here)!r}) + {':' + target.function!r}"
     else:
         target_code = repr(target.text)
     data = json.dumps(dict(cex.to_json(), target=target.text, **extra), indent=4)
+    depends = cex.depends or _older_history_claim(cex)
+    kind = {"stateful": "a program of calls to an online engine", "deterministic": "the repeated-call check",
+            "trace": "a recorded trace", "step": "one step from a pre-state", "validation": "an invalid call"}.get(
+        cex.check, "one call")
+    if depends:
+        check = [
+            "    assert run.returncode != 1, 'it fails again:\\n' + run.stdout + run.stderr",
+            "    # it depended on earlier calls or on chance: not failing in the replay's attempts is the most a test",
+            "    # can show (replay's verdict is DID NOT REPRODUCE, unknown), so that is this test's pass",
+            "    assert run.returncode == 0 or run.stdout.startswith('DID NOT REPRODUCE'), run.stdout + run.stderr",
+        ]
+    else:
+        check = ["    assert run.returncode == 0, run.stdout + run.stderr"]
     lines = [
-        f'"""Regression test generated by `schedcheck replay`: {cex.property} on {target.text}."""',
+        f'"""Regression test generated by `schedcheck replay`: {cex.property} on {target.text} ({kind}).',
+        "",
+        "It replays the saved counterexample exactly (the calls before it, the program, the call) and fails",
+        "while the failure still happens." + (" The failure depended on earlier calls or on chance: the replay"
+                                              if depends else ""),
+        *(["runs it as often as it was seen to need, and the test passes when it did not happen again."]
+          if depends else []),
+        '"""',
         "",
         "import json",
         "import os",
@@ -472,9 +706,9 @@ def _write_regression_test(path: str, cex: Counterexample, target, extra: dict) 
         f"def test_{cex.property}_regression(tmp_path):",
         '    saved = tmp_path / "cex.json"',
         "    saved.write_text(json.dumps(COUNTEREXAMPLE))",
-        "    command = [sys.executable, '-m', 'proofs.cli.main', 'replay', str(saved), TARGET]",
+        "    command = [sys.executable, '-m', 'proofs.cli.main', 'replay', str(saved)] + ([TARGET] if TARGET else [])",
         "    run = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)",
-        "    assert run.returncode == 0, run.stdout + run.stderr",
+        *check,
         "",
     ]
     with open(path, "w") as handle:

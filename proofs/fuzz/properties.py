@@ -105,7 +105,8 @@ class Context:
                              model=self.model.name)
         self.flush()
         _write_json(os.path.join(self.folder, f"found-{os.getpid()}-{self.found}.json"),
-                    {"target": self.target.text, "counterexample": cex.to_json(), "calls": self.calls})
+                    {"target": self.target.text, "counterexample": cex.to_json(), "calls": self.calls,
+                     "kind": getattr(finding, "kind", "returned")})
 
     def record_harness_error(self, error: BaseException) -> None:
         if self.folder:

@@ -16,6 +16,8 @@ class ServingModel:
     default_target = "impl:serve"
     parameters = ("requests", "config")
     example_call = ([], {"max_seqs": 1, "token_budget": 1, "block_size": 1, "num_blocks": 1, "chunked_prefill": True})
+    # prefix caching (issue 20): a config may hold prefix_caching, a request tokens; the result hits, cached and
+    # cache_hit_tokens (spec.serving.metrics), which contract_part keeps
     written = "serve(requests, config)"
     noun = ("request", "requests")
     policies = serving.POLICIES
@@ -124,18 +126,21 @@ class ServingModel:
     def contract_part(self, result):
         """The part of a result the contract fixes: its keys, each request record's and each trace
         entry's (extra keys are allowed and may hold anything, so no check compares them)."""
-        from spec.serving.metrics import ENTRY_KEYS, RECORD_KEYS
+        from spec.serving.metrics import (
+            CACHE_ENTRY_KEY, CACHE_RECORD_KEY, CACHE_TOTAL_KEY, ENTRY_KEYS, RECORD_KEYS,
+        )
         from spec.serving.observation import RESULT_KEYS
 
         if not isinstance(result, dict) or any(key not in result for key in RESULT_KEYS):
             return result  # not the contract's shape: well_typed says so, compare it whole
-        part = {key: result[key] for key in RESULT_KEYS}
+        part = {key: result[key] for key in RESULT_KEYS + (CACHE_TOTAL_KEY,) if key in result}
         records, trace = part["requests"], part["trace"]
         if isinstance(records, (list, tuple)):
-            fixed = ("id", "arrival", "prompt", "output", "abort") + RECORD_KEYS
+            fixed = ("id", "arrival", "prompt", "output", "abort", "tokens") + RECORD_KEYS + (CACHE_RECORD_KEY,)
             part["requests"] = [{k: r[k] for k in fixed if k in r} if isinstance(r, dict) else r for r in records]
         if isinstance(trace, (list, tuple)):
-            part["trace"] = [{k: e[k] for k in ENTRY_KEYS if k in e} if isinstance(e, dict) else e for e in trace]
+            keys = ENTRY_KEYS + (CACHE_ENTRY_KEY,)
+            part["trace"] = [{k: e[k] for k in keys if k in e} if isinstance(e, dict) else e for e in trace]
         return part
 
     def drawable(self, call, result) -> bool:
@@ -164,7 +169,8 @@ class ServingModel:
                       if getattr(v, "tick", None) is not None]
         if violations:
             focus = violations[0].tick
-        difference = first_difference(expected, actual) if self.policy != "none" else None
+        caching = isinstance(config, dict) and config.get("prefix_caching") is True
+        difference = first_difference(expected, actual, caching=caching) if self.policy != "none" else None
         if difference is not None:
             focus = difference.tick if focus is None else focus
             lines.append(f"first difference: {difference.message}")

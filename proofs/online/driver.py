@@ -10,7 +10,8 @@ waiting and running ids).
 
 What ``drive`` does, exactly:
 - it numbers the ticks; before the step of tick t it adds every request with arrival
-  <= t not yet added (in (arrival, id) order, as a copy without its ``abort`` key),
+  <= t not yet added (in (arrival, id) order, as a copy without its ``abort`` key, with
+  its ``tokens`` when the caller gave them),
   then calls ``abort(id)`` for every added, unfinished request whose abort tick is t
   (in (arrival, id) order);
 - when no added request is unfinished, it jumps to the next arrival without stepping;
@@ -79,17 +80,25 @@ def _first_problem(shadow) -> dict | None:
     return None
 
 
-def from_block_tables(entry, held: dict) -> dict:
+def from_block_tables(entry, held: dict, config=None) -> dict:
     """The entry with ``allocated`` and ``freed`` derived from ``blocks``, the block tables the tick ran with.
 
     ``held`` maps each running request to the blocks it held before the tick.  New ids
     in a scheduled request's table are allocated (in ``scheduled`` order); the aborted
     and preempted give back what they held and their table no longer shows, the finished what their table shows, and any
-    other request whose table lost ids gives those back (which the oracle reports)."""
+    other request whose table lost ids gives those back (which the oracle reports).
+
+    With prefix caching on (``config``, a ``spec.serving.Config``): an admitted request's
+    hits are the first ``len(table) - ceil(n / block_size)`` blocks of its table (n its
+    scheduled tokens), the rest are allocated; and a leaver's freed list holds only the
+    blocks no table holds any more (their count reached 0), each under the last of the
+    leavers to give it back (aborted, preempted, finished, each list in order)."""
     tables = entry["blocks"]
     if not (isinstance(tables, dict) and all(type(k) is int and isinstance(v, (list, tuple)) for k, v in tables.items())
             and all(isinstance(entry.get(key), (list, tuple)) for key in ("scheduled", "aborted", "preempted", "finished"))):
         return entry  # not readable: entry_problem names what is missing
+    if config is not None and config.prefix_caching:
+        return _from_cached_tables(entry, tables, held, config.block_size)
     derived = {key: value for key, value in entry.items() if key != "blocks"}
     allocated = []
     for pair in entry["scheduled"]:
@@ -114,6 +123,60 @@ def from_block_tables(entry, held: dict) -> dict:
             freed.append([request_id, lost])
     derived["allocated"], derived["freed"] = allocated, freed
     return derived
+
+
+def _from_cached_tables(entry, tables: dict, held: dict, block_size: int) -> dict:
+    """``from_block_tables`` with prefix caching on (see there)."""
+    derived = {key: value for key, value in entry.items() if key != "blocks"}
+    allocated, hits = [], []
+    for pair in entry["scheduled"]:
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and type(pair[1]) is int):
+            continue
+        request_id, n = pair
+        table = list(tables.get(request_id, ()))
+        if request_id in held:
+            new = [b for b in table if b not in held[request_id]]
+        else:  # admitted in this tick: its cached prefix, then its new blocks
+            cut = max(0, len(table) - -(-n // block_size))
+            if cut:
+                hits.append([request_id, table[:cut]])
+            new = table[cut:]
+        if new:
+            allocated.append([request_id, new])
+    early = [i for key in ("aborted", "preempted") for i in entry[key]]
+    late = list(entry["finished"])
+    gone_ids = set(early) | set(late)
+    freed = []
+    # the aborted and preempted give back before any block is taken: a block is freed if no one else held it then
+    held_then = {b for i, table in held.items() if i not in early for b in table}
+    given = {i: [b for b in held.get(i, ()) if b not in tables.get(i, ()) and b not in held_then] for i in early}
+    freed += _last_givers(early, given)
+    # the finished give back at the end of the tick: a block is freed if no table that stays shows it
+    kept = {b for i, table in tables.items() if i not in gone_ids for b in table}
+    kept |= {b for i, table in held.items() if i not in gone_ids and i not in tables for b in table}
+    given = {i: [b for b in tables.get(i, ()) if b not in kept] for i in late}
+    freed += _last_givers(late, given)
+    for request_id, blocks in held.items():
+        lost = [b for b in blocks if b not in tables.get(request_id, ())]
+        if request_id not in gone_ids and lost:
+            freed.append([request_id, lost])
+    derived["allocated"], derived["freed"], derived["hits"] = allocated, freed, hits
+    return derived
+
+
+def _last_givers(order: list, given: dict) -> list:
+    """[id, blocks] per request of ``order``: each block under the last request that gives it back (its count reaches
+    0 by that release), in table order."""
+    last = {}
+    for request_id in order:
+        for block in given.get(request_id, ()):
+            last[block] = request_id
+    out = []
+    for request_id in order:
+        blocks = [b for b in given.get(request_id, ()) if last.get(b) == request_id]
+        if blocks:
+            out.append([request_id, blocks])
+    return out
 
 
 def _client_copy(request: dict) -> dict:
@@ -149,7 +212,7 @@ def drive(engine, requests, config) -> dict:
                 shadow.set_abort(request_id, tick)
         entry = _call("step()", tick, engine.step)
         if isinstance(entry, dict) and "blocks" in entry and "allocated" not in entry and "freed" not in entry:
-            entry = from_block_tables(entry, shadow.held())
+            entry = from_block_tables(entry, shadow.held(), parsed_config)
         if entry is not None and entry_problem(entry) is not None:
             trace.append(entry)  # as returned: the oracle names what is wrong with it
             break

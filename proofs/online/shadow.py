@@ -8,14 +8,23 @@ registry's state predicates run unchanged.  What a state cannot express (a reque
 scheduled before it was added, or after it ended) is kept as ``problems``, each named
 by the invariant it breaks.  It follows any well-shaped report; ``entry_problem`` says
 why a report is not well shaped.
+
+With prefix caching on (``config.prefix_caching``), an entry's ``hits`` start an
+admitted request's table and its cached tokens; a block may then be in several tables
+(its count), a release gives back only the blocks that reach count 0, and the State it
+builds carries the pool as the entries imply it (``spec.serving.cache.Pool``): block ids
+renamed in the order the engine first takes them, the free queue as the freed lists fill
+it, what each block holds by the tokens written into it, and the cache as the FCFS rules
+register it.
 """
 
 from __future__ import annotations
 
 import spec
 import spec.serving as serving
+from spec.serving.cache import Pool, chain
 from spec.serving.domain import Request, blocks_for, fcfs_key
-from spec.serving.metrics import ENTRY_KEYS, token_utilization
+from spec.serving.metrics import CACHE_ENTRY_KEY, ENTRY_KEYS, token_utilization
 
 WAITING, RUNNING, FINISHED, ABORTED = "waiting", "running", "finished", "aborted"
 
@@ -49,12 +58,14 @@ def entry_problem(entry) -> str | None:
     for key in ("freed", "allocated"):
         if not _pairs_ok(entry[key], _ids_ok):
             return f"entry.{key}={entry[key]!r}: expected a list of [id, [block ids]] pairs"
+    if CACHE_ENTRY_KEY in entry and not _pairs_ok(entry[CACHE_ENTRY_KEY], _ids_ok):
+        return f"entry.hits={entry[CACHE_ENTRY_KEY]!r}: expected a list of [id, [block ids]] pairs"
     return None
 
 
 def plain_entry(tick: int, entry: dict) -> dict:
-    """The entry at the harness's ``tick``, its lists copied as plain lists (other keys dropped)."""
-    return {
+    """The entry at the harness's ``tick``, its lists copied as plain lists (other keys dropped; ``hits`` kept)."""
+    plain = {
         "tick": tick,
         "scheduled": [[i, n] for i, n in entry["scheduled"]],
         "preempted": list(entry["preempted"]),
@@ -63,11 +74,14 @@ def plain_entry(tick: int, entry: dict) -> dict:
         "allocated": [[i, list(blocks)] for i, blocks in entry["allocated"]],
         "finished": list(entry["finished"]),
     }
+    if CACHE_ENTRY_KEY in entry:
+        plain[CACHE_ENTRY_KEY] = [[i, list(blocks)] for i, blocks in entry[CACHE_ENTRY_KEY]]
+    return plain
 
 
 def is_idle(entry: dict) -> bool:
     """True when a well-shaped entry reports nothing at all: the tick did nothing."""
-    return not any(entry[key] for key in ENTRY_KEYS[1:])
+    return not any(entry[key] for key in ENTRY_KEYS[1:]) and not entry.get(CACHE_ENTRY_KEY)
 
 
 class _Row:
@@ -78,6 +92,7 @@ class _Row:
         self.caller = caller  # the caller's dict, for the result's record
         self.status = WAITING
         self.computed = self.generated = self.preemptions = self.total = self.recomputed = 0
+        self.cached = 0  # tokens taken from cache hits, over its admissions
         self.blocks: list[int] = []
         self.start = self.first_token = self.admitted = self.finish = self.aborted = None
 
@@ -85,10 +100,11 @@ class _Row:
     def known(self) -> int:
         return self.request.prompt + self.generated
 
-    def progress(self) -> serving.Progress:
+    def progress(self, rename=None) -> serving.Progress:
+        blocks = tuple(self.blocks) if rename is None else tuple(rename[b] for b in self.blocks)
         return serving.Progress(
-            self.request, self.computed, self.generated, tuple(self.blocks), self.start, self.first_token,
-            self.preemptions, self.total, self.recomputed, self.admitted,
+            self.request, self.computed, self.generated, blocks, self.start, self.first_token,
+            self.preemptions, self.total, self.recomputed, self.admitted, self.cached,
         )
 
 
@@ -108,10 +124,14 @@ class ServingShadow:
         self.trace: list[dict] = []
         self.problems: list[tuple[str, str, int]] = []  # (invariant, message, tick)
         self.owner: dict[int, int] = {}  # block id -> the request whose entries say it holds it
+        self.cache = _CacheShadow(config) if config.prefix_caching else None  # prefix caching: the pool they imply
+        self.hit_tokens = 0
 
     # -- the client's side ---------------------------------------------------------
 
     def add(self, request: Request, caller: dict) -> None:
+        if request.tokens is not None and not isinstance(request.tokens, tuple):
+            request = request._replace(tokens=tuple(request.tokens))  # as spec.serving.validate gives them
         self.rows[request.id] = _Row(request, caller)
         self.fresh.append(request.id)
         self.fresh.sort(key=lambda i: fcfs_key(self.rows[i].request))
@@ -191,6 +211,8 @@ class ServingShadow:
             row.preemptions += 1
         done_now = set(plain["aborted"]) | set(plain["preempted"])
         freed_now = {i: set(b) for i, b in plain["freed"]}
+        hits_of = {i: b for i, b in plain.get(CACHE_ENTRY_KEY, ())}
+        writes = []  # (request id, cached before, cached after) of each scheduled request, in scheduled order
         for request_id, n in plain["scheduled"]:
             row = self._row(request_id, tick, "schedules")
             if row is None:
@@ -199,13 +221,19 @@ class ServingShadow:
                 self._problem("every_job_completes_once", f"tick {tick} schedules request {request_id}, "
                               f"which was already {row.status}", tick)
                 continue
-            if row.status == WAITING:
+            admitted = row.status == WAITING
+            if admitted:
                 self._leave_queues(request_id)
                 self.running.append(request_id)
                 row.status = RUNNING
                 row.admitted = tick
                 if row.start is None:
                     row.start = tick
+                hit = len(hits_of.get(request_id, ())) * self.config.block_size  # an admission's cached prefix
+                row.computed += hit
+                row.cached += hit
+                self.hit_tokens += hit
+            writes.append((request_id, row.computed, row.computed + n, admitted))
             row.computed += n
             row.total += n
             self.computed += n
@@ -213,27 +241,6 @@ class ServingShadow:
                 row.generated += 1
                 if row.first_token is None:
                     row.first_token = tick + 1
-        # what the aborted and preempted held before this tick is given back first, so that one re-admitted
-        # in this tick may get the same ids again; every other freed id is given back after the allocations
-        unfreed = [[request_id, list(blocks)] for request_id, blocks in plain["freed"]]
-        for pair in unfreed:
-            if pair[0] in done_now and pair[0] in self.rows:
-                held = list(self.rows[pair[0]].blocks)
-                pair[1], early = [b for b in pair[1] if b not in held], [b for b in pair[1] if b in held]
-                self._give_back(pair[0], early)
-        for request_id, blocks in plain["allocated"]:
-            row = self.rows.get(request_id)
-            if row is not None:
-                for block in blocks:
-                    holder = self.owner.get(block)
-                    if holder is not None and not (holder in done_now and block in freed_now.get(holder, ())):
-                        self._problem("kv_exclusive", f"tick {tick} allocates block {block} to request {request_id} "
-                                      f"while request {holder} holds it", tick)
-                    if not 0 <= block < self.config.num_blocks:
-                        self._problem("kv_capacity", f"tick {tick} allocates block {block}: ids are "
-                                      f"0..{self.config.num_blocks - 1}", tick)
-                    self.owner[block] = request_id
-                row.blocks.extend(blocks)
         for request_id in plain["finished"]:
             row = self._row(request_id, tick, "finishes")
             if row is None or row.status != RUNNING:
@@ -245,14 +252,11 @@ class ServingShadow:
             row.status, row.finish = FINISHED, tick + 1
             self.useful += row.request.work
             self.ended.append((request_id, FINISHED))
-        for request_id, blocks in unfreed:
-            self._give_back(request_id, blocks)
+        if self.cache is not None:
+            self.cache.follow(self, tick, plain, writes, hits_of)
+        else:
+            self._follow_blocks(tick, plain, done_now, freed_now)
         size = self.config.block_size
-        for request_id in set(plain["aborted"]) | set(plain["preempted"]) | set(plain["finished"]):
-            row = self.rows.get(request_id)
-            if row is not None and row.blocks and row.status != RUNNING:  # not re-admitted in this tick
-                self._problem("kv_exact", f"request {request_id} left the running list in tick {tick} but freed "
-                              f"does not give back its blocks {row.blocks}: a leak", tick)
         for request_id, _ in plain["scheduled"]:
             row = self.rows.get(request_id)
             if row is not None and row.status == RUNNING and len(row.blocks) != blocks_for(row.computed, size):
@@ -266,29 +270,69 @@ class ServingShadow:
             tuple((i, tuple(b)) for i, b in plain["freed"]),
             tuple((i, tuple(b)) for i, b in plain["allocated"]),
             tuple(plain["finished"]),
+            None if self.config.prefix_caching is None else tuple((i, tuple(b)) for i, b in hits_of.items()),
         )
         self.clock = tick + 1
         return plain
+
+    def _follow_blocks(self, tick: int, plain: dict, done_now: set, freed_now: dict) -> None:
+        """Blocks without prefix caching: each held by one request; a leaver gives back all it held."""
+        # what the aborted and preempted held before this tick is given back first, so that one re-admitted
+        # in this tick may get the same ids again; every other freed id is given back after the allocations
+        unfreed = [[request_id, list(blocks)] for request_id, blocks in plain["freed"]]
+        for pair in unfreed:
+            if pair[0] in done_now and pair[0] in self.rows:
+                held = list(self.rows[pair[0]].blocks)
+                pair[1], early = [b for b in pair[1] if b not in held], [b for b in pair[1] if b in held]
+                self._give_back(pair[0], early)
+        if plain.get(CACHE_ENTRY_KEY):
+            self._problem("kv_exclusive", f"tick {tick} lists hits {plain[CACHE_ENTRY_KEY]} with prefix_caching off: "
+                          "every block a request holds is its own, taken from the pool", tick)
+        for request_id, blocks in plain["allocated"]:
+            row = self.rows.get(request_id)
+            if row is not None:
+                for block in blocks:
+                    holder = self.owner.get(block)
+                    if holder is not None and not (holder in done_now and block in freed_now.get(holder, ())):
+                        self._problem("kv_exclusive", f"tick {tick} allocates block {block} to request {request_id} "
+                                      f"while request {holder} holds it", tick)
+                    if not 0 <= block < self.config.num_blocks:
+                        self._problem("kv_capacity", f"tick {tick} allocates block {block}: ids are "
+                                      f"0..{self.config.num_blocks - 1}", tick)
+                    self.owner[block] = request_id
+                row.blocks.extend(blocks)
+        for request_id, blocks in unfreed:
+            self._give_back(request_id, blocks)
+        for request_id in set(plain["aborted"]) | set(plain["preempted"]) | set(plain["finished"]):
+            row = self.rows.get(request_id)
+            if row is not None and row.blocks and row.status != RUNNING:  # not re-admitted in this tick
+                self._problem("kv_exact", f"request {request_id} left the running list in tick {tick} but freed "
+                              f"does not give back its blocks {row.blocks}: a leak", tick)
 
     # -- what it implies -------------------------------------------------------------
 
     def state(self) -> serving.State:
         """The spec's State these entries imply (every added request, the harness's clock)."""
         rows = self.rows
+        rename = None if self.cache is None else self.cache.rename
         ended = {FINISHED: [], ABORTED: []}
         for request_id, how in self.ended:
             row = rows[request_id]
-            ended[how].append(serving.Ended(row.progress(), row.finish if how == FINISHED else row.aborted))
+            ended[how].append(serving.Ended(row.progress(rename), row.finish if how == FINISHED else row.aborted))
+        latest = self.latest
+        if self.cache is not None and latest is not None:
+            latest = self.cache.renamed(latest)
         return serving.State(
             tuple(sorted((row.request for row in rows.values()), key=fcfs_key)),
             self.config,
             self.clock,
-            tuple(rows[i].progress() for i in self.waiting),
-            tuple(rows[i].progress() for i in self.running),
+            tuple(rows[i].progress(rename) for i in self.waiting),
+            tuple(rows[i].progress(rename) for i in self.running),
             tuple(ended[FINISHED]),
             tuple(ended[ABORTED]),
-            serving.Ledger(self.computed, self.useful, self.recomputed, self.aborted_tokens),
-            self.latest,
+            serving.Ledger(self.computed, self.useful, self.recomputed, self.aborted_tokens, self.hit_tokens),
+            latest,
+            None if self.cache is None else self.cache.pool(),
         )
 
     def result(self, trace: list) -> dict:
@@ -299,6 +343,8 @@ class ServingShadow:
             record = dict(row.caller)
             record.update(start=row.start, first_token=row.first_token, finish=row.finish, aborted=row.aborted,
                           generated=row.generated, preemptions=row.preemptions, computed=row.total)
+            if self.config.prefix_caching is not None:
+                record["cached"] = row.cached
             records.append(record)
         makespan = max((e["tick"] + 1 for e in self.trace if e["scheduled"]), default=0)
         return {
@@ -311,6 +357,7 @@ class ServingShadow:
             "aborted_tokens": self.aborted_tokens,
             "token_utilization": token_utilization(self.computed, self.config.token_budget, makespan),
             "preemptions": sum(row.preemptions for row in self.rows.values()),
+            **({"cache_hit_tokens": self.hit_tokens} if self.config.prefix_caching is not None else {}),
         }
 
     def view_problems(self, view, tick: int) -> list[tuple[str, str, int]]:
@@ -334,10 +381,12 @@ class ServingShadow:
                           f"{where} shows waiting {sorted(waiting)} and running {sorted(running)}; the entries say "
                           f"waiting {sorted(self.waiting)} and running {sorted(self.running)}", tick))
         held = [b for ids in blocks.values() for b in ids]
-        if len(set(held)) != len(held):
-            twice = sorted({b for b in held if held.count(b) > 1})
+        shared = self.cache is not None  # with prefix caching a block may be in several tables, never twice in one
+        twice = sorted({b for ids in blocks.values() for b in ids if list(ids).count(b) > 1} if shared
+                       else {b for b in held if held.count(b) > 1})
+        if twice:
             found.append(("kv_exclusive", f"{where} shows block {twice[0]} held twice", tick))
-        if any(not 0 <= b < self.config.num_blocks for b in held):
+        if not shared and any(not 0 <= b < self.config.num_blocks for b in held):
             found.append(("kv_capacity", f"{where} shows a block id outside 0..{self.config.num_blocks - 1}", tick))
         for request_id in sorted(set(blocks) | set(self.running)):
             shown = list(blocks.get(request_id, []))
@@ -352,6 +401,141 @@ class ServingShadow:
                 found.append(("kv_exact", f"{where} shows request {request_id} holding {shown}; with "
                               f"{row.computed} tokens cached it holds {need}, and the entries say {row.blocks}", tick))
         return found
+
+
+class _CacheShadow:
+    """The pool with prefix caching as an engine's entries imply it (engine ids kept, renamed only for the State).
+
+    Per block: its holders (its count), what it holds (the chain of the tokens written into
+    it once full, reset when it is taken), and whether the FCFS rules registered it; the
+    free queue as the freed lists fill it (each list last block first, lists in the order
+    given).  A problem the harness cannot follow ends the drive: a block taken while another
+    request holds it (its KV overwritten: no_false_sharing), a freed block still held or not
+    held by its request, a block that reaches count 0 but is not given back (refcount_exact)."""
+
+    def __init__(self, config: serving.Config) -> None:
+        self.config = config
+        self.rename: dict[int, int] = {}  # the engine's id -> the order it first appears (allocations first)
+        self.holders: dict[int, set] = {}  # block -> the requests holding it (never empty)
+        self.returned: dict[int, None] = {}  # blocks given back at count 0, oldest first
+        self.content: dict[int, object] = {}  # block -> the chain written into it (full blocks)
+        self.registered: dict[int, tuple] = {}  # block -> (registration number, chain), as the FCFS rules register
+        self.registrations = 0
+
+    def _name(self, blocks) -> None:
+        for block in blocks:
+            self.rename.setdefault(block, len(self.rename))
+
+    def _release(self, shadow, tick: int, leaving: list, freed: list, why: str) -> None:
+        """One role's releases: the tables of ``leaving`` give their blocks back; ``freed`` must list those at 0."""
+        gone: dict[int, int] = {}
+        for request_id in leaving:
+            row = shadow.rows[request_id]
+            for block in row.blocks:
+                holders = self.holders.get(block)
+                if holders is None:
+                    continue
+                holders.discard(request_id)
+                if not holders:
+                    del self.holders[block]
+                    gone[block] = request_id
+            row.blocks = []
+        listed = set()
+        for request_id, blocks in freed:
+            for block in blocks:
+                if block in self.holders:
+                    shadow._problem("refcount_exact", f"tick {tick} frees block {block} for request {request_id} "
+                                    f"({why}) while request {sorted(self.holders[block])[0]} still holds it", tick)
+                elif block not in gone:
+                    shadow._problem("refcount_exact", f"tick {tick} frees block {block} for request {request_id} "
+                                    f"({why}), which it does not hold", tick)
+                listed.add(block)
+            for block in reversed(blocks):
+                self.returned[block] = None
+        for block, request_id in gone.items():
+            if block not in listed:
+                shadow._problem("refcount_exact", f"block {block} of request {request_id} reaches count 0 in tick "
+                                f"{tick} but freed does not give it back: a leak", tick)
+
+    def _take(self, shadow, tick: int, request_id: int, blocks, hit: bool) -> None:
+        row = shadow.rows.get(request_id)
+        if row is None:
+            return
+        for block in blocks:
+            holders = self.holders.setdefault(block, set())
+            if block in row.blocks:
+                shadow._problem("kv_exclusive", f"tick {tick}: request {request_id} holds block {block} twice", tick)
+            elif holders and not hit:
+                shadow._problem("no_false_sharing", f"tick {tick} takes block {block} from the pool for request "
+                                f"{request_id} while request {sorted(holders)[0]} holds it: its KV is overwritten", tick)
+            if not holders:
+                self.returned.pop(block, None)
+            holders.add(request_id)
+            row.blocks.append(block)
+            if not hit:
+                self.content.pop(block, None)
+                self.registered.pop(block, None)  # evicted
+
+    def follow(self, shadow, tick: int, plain: dict, writes: list, hits_of: dict) -> None:
+        """The tick's blocks: the aborted and preempted give back, each scheduled request takes its hits and new
+        blocks in scheduled order and writes its tokens, then the finished give back."""
+        for key in ("allocated", CACHE_ENTRY_KEY, "freed"):
+            for _, blocks in plain.get(key, ()):
+                self._name(blocks)
+        roles = {key: [i for i in plain[key] if i in shadow.rows] for key in ("aborted", "preempted", "finished")}
+        early = set(roles["aborted"]) | set(roles["preempted"])
+        self._release(shadow, tick, roles["aborted"] + roles["preempted"],
+                      [pair for pair in plain["freed"] if pair[0] in early], "aborted or preempted")
+        allocated: dict[int, list] = {}
+        for request_id, blocks in plain["allocated"]:
+            allocated.setdefault(request_id, []).extend(blocks)
+        size = self.config.block_size
+        for request_id, before, after, admitted in writes:
+            if admitted:
+                self._take(shadow, tick, request_id, hits_of.get(request_id, ()), hit=True)
+            self._take(shadow, tick, request_id, allocated.pop(request_id, ()), hit=False)
+            row = shadow.rows[request_id]
+            for j in range(before // size, min(after // size, len(row.blocks))):
+                block = row.blocks[j]
+                self.content[block] = chain(row.request, j, size)
+                if block not in self.registered:
+                    self.registered[block] = (self.registrations, self.content[block])
+                    self.registrations += 1
+        for request_id, blocks in allocated.items():  # to a request the tick does not schedule
+            self._take(shadow, tick, request_id, blocks, hit=False)
+        finished = set(roles["finished"])
+        self._release(shadow, tick, [i for i in roles["finished"] if shadow.rows[i].status == FINISHED],
+                      [pair for pair in plain["freed"] if pair[0] in finished and pair[0] not in early], "finished")
+        others = [pair for pair in plain["freed"] if pair[0] not in early and pair[0] not in finished]
+        for request_id, blocks in others:
+            row = shadow.rows.get(request_id)
+            if row is not None:
+                for block in blocks:
+                    if block in row.blocks:
+                        row.blocks.remove(block)
+                        holders = self.holders.get(block, set())
+                        holders.discard(request_id)
+                        if not holders:
+                            self.holders.pop(block, None)
+                            self.returned[block] = None
+
+    def pool(self) -> Pool:
+        """The spec's Pool these entries imply, ids renamed in the order first taken."""
+        original = sorted(self.rename, key=self.rename.get)
+        cache = sorted(self.registered.items(), key=lambda item: item[1][0])
+        return Pool(
+            len(original),
+            tuple(self.rename[b] for b in self.returned),
+            tuple((chain_, self.rename[b]) for b, (_, chain_) in cache),
+            tuple(self.content.get(b) for b in original),
+        )
+
+    def renamed(self, entry: serving.Entry) -> serving.Entry:
+        def ids(pairs):
+            return tuple((i, tuple(self.rename[b] for b in blocks)) for i, blocks in pairs)
+
+        return entry._replace(freed=ids(entry.freed), allocated=ids(entry.allocated),
+                              hits=None if entry.hits is None else ids(entry.hits))
 
 
 class ChapterShadow:

@@ -10,23 +10,36 @@ is ignored).  After every step it follows the entry (``proofs.online.shadow``) a
 checks every state invariant of the model's registry on the state the entries imply,
 then (policy fcfs) the entry against the spec's step (``spec.serving.step`` or
 ``spec.step``, block ids excepted), then ``view()`` against the entries when the
-engine has one.  A failure is shrunk by Hypothesis (for a bounded time), then calls are
-dropped one at a time while the same invariant still breaks (each candidate replayed on
-a fresh engine), and it is reported as a replayable program, with its timeline.
+engine has one.  A failure is shrunk by Hypothesis (for a bounded time), then by a
+deterministic pass (``shrink_program``): runs of calls are dropped (halves, quarters, ...
+down to single calls) while the same invariant still breaks, then every number is made
+as small as it can be (each config value, each request's prompt, output and arrival,
+the ids renumbered 1, 2, 3 ...), and both again until nothing changes or its time is
+up; every candidate is replayed on a fresh engine and kept only if it stays inside the
+model's domain and breaks the same invariant.  It is reported as a replayable program,
+with its timeline, and returned as data too (``StatefulFailure.program``: the client's
+calls, which ``run_program`` runs again on a fresh engine).  A failure that does not
+happen again when its program is replayed is still reported (the engine did break the
+invariant), as ``reproduced="no"``.
 
 What it establishes: for the programs it tried, every state the engine reached keeps
 the registry's state invariants and (fcfs) refines the spec tick by tick.  Bounds: at
 most ``max_examples`` programs of at most 40 calls; configs from
-``proofs.search.serving.configs``, at most 4 slots for the chapter's model.
+``proofs.search.serving.configs``, at most 4 slots for the chapter's model.  The
+account counts the programs run before the first failure; the runs Hypothesis makes
+while it shrinks that failure are counted apart (``shrinking``).
 """
 
 from __future__ import annotations
 
+import sys
 import time
+from typing import NamedTuple
 
 from hypothesis import HealthCheck, Verbosity, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
+from hypothesis.errors import StopTest
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, precondition, rule
 
 import spec
@@ -39,13 +52,26 @@ from spec.serving.metrics import trace_entry
 from spec.serving.oracle import _plain
 
 STEPS = 40
-SHRINK_SECONDS = 10.0  # after the first failure, Hypothesis shrinks for at most this long (never past the deadline);
-# then the client's calls are dropped one at a time while the same invariant still breaks
+SHRINK_SECONDS = 10.0  # shrinking a failure: Hypothesis for at most this share of it (never past the deadline),
+RETRY_FACTOR = 4  # a time-out or death that its program does not show again is retried with this larger limit
+HANG_PROBE_SECONDS = 0.25  # a hang is shrunk with this limit per call, then confirmed at the full limit
+HYPOTHESIS_SHRINK_SHARE = 0.3  # then shrink_program for at most all of it (the same sizes as a share of 1.0 on the
+# online corpora, seeds 0 and 2, in half the time: benchmarks/bench_stateful_shrink.py)
 SHAPES = {  # how each model's factory is called, for the sandbox's signature check
     "serving": (({"max_seqs": 1, "token_budget": 1, "block_size": 1, "num_blocks": 1, "chunked_prefill": True},),
                 "make(config)"),
     "chapter": ((1, True), "make(slots, continuous)"),
 }
+
+
+class StatefulFailure(NamedTuple):
+    """The shortest failing program found: the broken invariant, what broke, the report's text, the calls as data."""
+
+    invariant: str
+    message: str
+    text: str  # the program as runnable Python, then its timeline as comments (``replayable``)
+    program: tuple  # the client's calls: (("make", args), ("add", (request,)), ("abort", (id,)), ("step", ())), ...
+    reproduced: str = "alone"  # "alone": its program fails again on a fresh engine; "no": it did not
 
 
 class StateMismatch(AssertionError):
@@ -75,23 +101,26 @@ class _Client(RuleBasedStateMachine):
         self.pending: list = []  # added by the client, not yet delivered: (arrival, id, dict)
         self.next_id = 0
         self.actions: list = []  # the client's calls so far, (kind, args), for the final minimisation
-        if self.record is not None:
-            self.record["programs"] = self.record.get("programs", 0) + 1
+        # a program run before the first failure, or one of the shrinking's runs (counted at its teardown)
+        self.counted = "programs" if self.record is None or self.record.get("since") is None else "shrinking"
 
     def teardown(self) -> None:
         if self.record is not None:
             self.record.setdefault("texts", []).append("\n".join(self.program))
+            # a program Hypothesis itself discarded (its data ran out or was rejected: StopTest) is not one tried
+            counted = "discarded" if isinstance(sys.exc_info()[1], StopTest) else self.counted
+            self.record[counted] = self.record.get(counted, 0) + 1
 
     def allowed(self, kind: str, args: tuple) -> bool:
         """Whether the client may make this call now (the rules' preconditions, for a replayed program)."""
         if kind == "make":
-            return self.shadow is None
+            return self.shadow is None and self.valid_make(*args)
         if self.shadow is None:
             return False
         if kind == "add":
             item = args[0]
             known = set(self.shadow.rows if hasattr(self.shadow, "rows") else self.shadow.jobs)
-            return (item["arrival"] >= self.next_tick() and item["id"] not in known
+            return (self.in_domain(item) and item["arrival"] >= self.next_tick() and item["id"] not in known
                     and all(item["id"] != i for _, i, _ in self.pending))
         if kind == "abort":
             request_id = args[0]
@@ -150,10 +179,20 @@ class _Client(RuleBasedStateMachine):
 class ServingClient(_Client):
     """A serving engine (add_request, abort, step[, view]) and spec.serving, driven by the same calls."""
 
+    domain = None  # the target's declared domain (proofs.models.declared), if any: configs and requests inside it
+
+    def in_domain(self, request) -> bool:
+        """Inside the model's domain for this config, and inside the target's declared domain (a shrunk program too)."""
+        return serving.is_valid([request], self.config) and (
+            self.domain is None or self.domain.admits(([request], self.config)))
+
+    def valid_make(self, config) -> bool:
+        return serving.is_valid([], config) and (self.domain is None or self.domain.admits(([], config)))
+
     @precondition(lambda self: self.shadow is None)
     @rule(config=configs())
     def make(self, config):
-        self.do_make(config)
+        self.do_make(self.domain.fit_config(config) if self.domain is not None else config)
 
     def do_make(self, config):
         self.actions.append(("make", (dict(config),)))
@@ -166,7 +205,12 @@ class ServingClient(_Client):
     @precondition(lambda self: self.shadow is not None)
     @rule(delay=st.integers(0, 4), data=st.data(), id_gap=st.integers(1, 3))
     def add_request(self, delay, data, id_gap):
-        total = data.draw(st.integers(1, max(1, min(peak_tokens(self.config), 12))), label="prompt + output")
+        limit = peak_tokens(self.config)
+        if self.domain is not None:
+            limit = self.domain.request_limit(self.config, limit)
+        if limit < 1:
+            return  # no request fits the declared domain under this config
+        total = data.draw(st.integers(1, max(1, min(limit, 12))), label="prompt + output")
         output = data.draw(st.integers(1, total), label="output")
         self.next_id += id_gap
         arrival = self.next_tick() + delay
@@ -247,6 +291,12 @@ class ServingClient(_Client):
 class ChapterClient(_Client):
     """A chapter engine (submit, step[, view]) and spec.step, driven by the same calls."""
 
+    def in_domain(self, job) -> bool:
+        return spec.is_valid([job], self.slots, self.continuous)
+
+    def valid_make(self, slots, continuous) -> bool:
+        return spec.is_valid([], slots, continuous)
+
     @precondition(lambda self: self.shadow is None)
     @rule(slots=st.integers(1, 4), continuous=st.booleans())
     def make(self, slots, continuous):
@@ -254,6 +304,7 @@ class ChapterClient(_Client):
 
     def do_make(self, slots, continuous):
         self.actions.append(("make", (slots, continuous)))
+        self.slots, self.continuous = slots, continuous
         self.send(f"engine = make(slots={slots}, continuous={continuous})", "make", slots, continuous)
         self.shadow = ChapterShadow(slots, continuous)
         self.spec_state = spec.initial([], slots, continuous)
@@ -321,16 +372,22 @@ def replayable(invariant: str, message: str, program: list[str], timeline: list[
 
 def run_stateful(target, model_name: str, max_examples: int, seed: int | None = None, policy: str = "fcfs",
                  call_seconds: float = 1.0, deadline: float | None = None, shrink_seconds: float = SHRINK_SECONDS,
-                 account: dict | None = None):
-    """Drive ``target`` (a factory) through the protocol; return (invariant, message, program) for a failure, else None.
+                 account: dict | None = None, domain=None) -> StatefulFailure | None:
+    """Drive ``target`` (a factory) through the protocol; the shortest failing program found, else None.
 
-    The program is the shortest failing one found (Hypothesis shrinks it for at most
-    ``shrink_seconds``); at ``deadline`` (time.monotonic()) the test stops.  ``seed`` seeds
-    Hypothesis (the same seed runs the same programs).  ``account``, when given, receives
-    ``programs`` (how many were run), ``texts`` (each program, in order) and ``finished``
-    (False when the deadline stopped it)."""
+    Hypothesis shrinks a failure for at most ``shrink_seconds``, then ``shrink_program`` for at
+    most as long again (neither past ``deadline`` + 5 s); at ``deadline`` (time.monotonic()) the
+    test stops.  ``seed`` seeds Hypothesis (the same seed runs the same programs).  ``account``,
+    when given, receives ``programs`` (how many were run before the first failure, not counting
+    ``discarded``: those Hypothesis started and threw away, its data exhausted or rejected), ``shrinking``
+    (how many runs shrinking it took), ``texts`` (each program, in order), ``finished`` (False
+    when the deadline stopped it) and ``flaky`` (a time-out or death that its program did not show
+    again on a fresh engine, even with a limit ``RETRY_FACTOR`` times larger: then None is returned).
+    ``domain``, a declared domain (proofs.models.declared), keeps the configs and requests drawn, and
+    those of every shrunk program, inside it."""
     base = ServingClient if model_name == "serving" else ChapterClient
-    record = {"deadline": deadline if deadline is not None else float("inf"), "since": None, "shrink": shrink_seconds}
+    record = {"deadline": deadline if deadline is not None else float("inf"), "since": None,
+              "shrink": shrink_seconds * HYPOTHESIS_SHRINK_SHARE}
     shape = SHAPES[model_name]
     with TargetProcess(target, call_seconds=call_seconds, shape=shape, adapter=session) as process:
 
@@ -338,6 +395,8 @@ def run_stateful(target, model_name: str, max_examples: int, seed: int | None = 
             pass
 
         Machine.process, Machine.policy, Machine.record = process, policy, record
+        if domain is not None:  # the serving client draws inside the target's declared domain
+            Machine.domain = domain
         test = get_state_machine_test(
             Machine,
             settings=settings(
@@ -361,12 +420,54 @@ def run_stateful(target, model_name: str, max_examples: int, seed: int | None = 
                 raise
         if account is not None:
             account["programs"] = record.get("programs", 0)
+            account["shrinking"] = record.get("shrinking", 0)
+            account["discarded"] = record.get("discarded", 0)
             account["finished"] = record.get("stopped") is None
             account["texts"] = list(record.get("texts", []))  # every program run, in order
         if record.get("best") is None:
             return None
-        invariant, message, program, timeline, actions = _remove_calls(Machine, record["best"])
-    return invariant, message, replayable(invariant, message, program, timeline)
+        stop = time.monotonic() + max(1.0, min(shrink_seconds, record["deadline"] + 5.0 - time.monotonic()))
+        best, reproduced = shrink_program(Machine, record["best"], stop)
+        stalled = best[0] == "termination" and (": timed_out:" in best[1] or ": died:" in best[1])
+        if reproduced == "no" and stalled:  # a time-out or death: once more with a larger limit, else flaky
+            process.call_seconds = call_seconds * RETRY_FACTOR
+            again = _replay(Machine, list(best[4]))
+            if again is None or again[0] != best[0]:
+                if account is not None:
+                    account["flaky"] = [{"invariant": best[0], "kind": "time-out" if ": timed_out:" in best[1] else "death",
+                                         "size": len(best[2]), "input_repr": "\n".join(best[2]), "message": (
+                                             f"{best[1]} once, but not again when its program ran on a fresh engine "
+                                             f"with a {call_seconds * RETRY_FACTOR:g} s limit")}]
+                return None
+            best, reproduced = again, "alone"
+    invariant, message, program, timeline, actions = best
+    return StatefulFailure(invariant, message, replayable(invariant, message, program, timeline),
+                           _as_data(actions), reproduced)
+
+
+def run_program(target, model_name: str, actions, policy: str = "fcfs", call_seconds: float = 1.0) -> StatefulFailure | None:
+    """Run the client's calls ``actions`` (as ``StatefulFailure.program`` holds them) on a fresh engine
+    made by ``target``; the failure they show, or None when every step kept every invariant."""
+    base = ServingClient if model_name == "serving" else ChapterClient
+    with TargetProcess(target, call_seconds=call_seconds, shape=SHAPES[model_name], adapter=session) as process:
+
+        class Machine(base):
+            pass
+
+        Machine.process, Machine.policy = process, policy
+        Machine.record = {"deadline": float("inf"), "since": None, "shrink": float("inf")}
+        again = _replay(Machine, [(kind, tuple(args)) for kind, args in actions])
+    if again is None:
+        return None
+    invariant, message, program, timeline, done = again
+    return StatefulFailure(invariant, message, replayable(invariant, message, program, timeline), _as_data(done))
+
+
+def _as_data(actions) -> tuple:
+    """The client's calls as plain data, without the adds that never reached the engine (no step after them)."""
+    last_step = max((i for i, (kind, _) in enumerate(actions) if kind == "step"), default=-1)
+    kept = [(kind, tuple(args)) for i, (kind, args) in enumerate(actions) if kind != "add" or i < last_step]
+    return tuple(kept)
 
 
 def _replay(machine_class, actions: list):
@@ -387,17 +488,153 @@ def _replay(machine_class, actions: list):
         machine_class.record = saved
 
 
-def _remove_calls(machine_class, best: tuple) -> tuple:
-    """Greedily drop client calls while the same invariant still breaks: the shortest program this way."""
+def program_size(best: tuple) -> int:
+    """The calls the engine got in a failing run (the report's count): make, the adds delivered, aborts, steps."""
+    return len(best[2])
+
+
+def shrink_program(machine_class, best: tuple, stop: float) -> tuple:
+    """The smallest failing program found from ``best`` (a failure's record) before ``stop``, and how it
+    reproduced: fewest calls first (runs of calls dropped, halves down to single ones), then the
+    smallest numbers (``_smaller_values``), again until nothing changes.  (best, "alone" | "no")."""
     invariant = best[0]
-    actions = list(best[4])
+    again = _replay(machine_class, list(best[4]))
+    if again is None or again[0] != invariant:
+        return best, "no"  # the engine broke the invariant, but its program does not break it again
+    process = machine_class.process
+    full = process.call_seconds
+    if invariant == "termination" and ": timed_out:" in again[1]:
+        process.call_seconds = min(full, HANG_PROBE_SECONDS)  # every probe that still hangs costs its limit
+        try:
+            small = _shrink(machine_class, again, stop)
+        finally:
+            process.call_seconds = full
+        confirmed = _replay(machine_class, list(small[4]))  # it must hang at the full limit too
+        return (confirmed, "alone") if confirmed is not None and confirmed[0] == invariant else (again, "alone")
+    return _shrink(machine_class, again, stop), "alone"
+
+
+def _shrink(machine_class, best: tuple, stop: float) -> tuple:
+    """``shrink_program``'s passes, from a failing run that reproduced."""
+    invariant = best[0]
+
+    def attempt(actions):
+        if time.monotonic() >= stop:
+            return None
+        found = _replay(machine_class, actions)
+        if found is not None and found[0] == invariant and _smaller(found, best):
+            return found
+        return None
+
     changed = True
-    while changed:
+    while changed and time.monotonic() < stop:
         changed = False
-        for index in range(len(actions) - 1, 0, -1):  # never the make call
-            candidate = actions[:index] + actions[index + 1:]
-            again = _replay(machine_class, candidate)
-            if again is not None and again[0] == invariant:
-                best, actions, changed = again, list(again[4]), True
-                break
+        actions = list(best[4])
+        size = max(1, (len(actions) - 1) // 2)
+        while size >= 1 and time.monotonic() < stop:
+            removed = False
+            for begin in range(len(actions) - size, 0, -1):  # from the end; never the make call
+                found = attempt(actions[:begin] + actions[begin + size:])
+                if found is not None:
+                    best, actions, removed, changed = found, list(found[4]), True, True
+                    break
+            if not removed:
+                size //= 2
+        progress = True
+        while progress and time.monotonic() < stop:
+            progress = False
+            for candidate in _smaller_values(list(best[4])):
+                found = attempt(candidate)
+                if found is not None:
+                    best, progress, changed = found, True, True
+                    break
+        if not changed:  # stuck: two changes at once (a call dropped, and another dropped or made smaller)
+            for candidate in _two_changes(list(best[4])):
+                found = attempt(candidate)
+                if found is not None:
+                    best, changed = found, True
+                    break
     return best
+
+
+def _two_changes(actions: list):
+    """Candidates with one call dropped and then another dropped or one number made smaller."""
+    for index in range(len(actions) - 1, 0, -1):
+        base = actions[:index] + actions[index + 1:]
+        for other in range(len(base) - 1, 0, -1):
+            yield base[:other] + base[other + 1:]
+        yield from _smaller_values(base)
+
+
+def _smaller(found: tuple, best: tuple) -> bool:
+    """Whether a failing run is smaller than ``best``: fewer calls, else fewer client actions, else smaller numbers."""
+    return _size_key(found) < _size_key(best)
+
+
+def _size_key(record: tuple) -> tuple:
+    actions = record[4]
+    numbers = []
+    for kind, args in actions:
+        for arg in args:
+            if isinstance(arg, dict):
+                numbers += [abs(v) for v in arg.values() if type(v) is int]
+            elif type(arg) is int:
+                numbers.append(abs(arg))
+    return (program_size(record), len(actions), sum(numbers), numbers)
+
+
+INT_FIELDS = ("max_seqs", "token_budget", "block_size", "num_blocks", "prompt", "output", "tokens", "arrival")
+
+
+def _smaller_values(actions: list):
+    """Candidates with one number made smaller (to its least, then halved, then one less), or the ids renumbered."""
+    adds = [args[0]["id"] for kind, args in actions if kind == "add"]
+    renumber = {old: new for new, old in enumerate(sorted(set(adds)))}
+    if any(old != new for old, new in renumber.items()):
+        yield [(kind, _renumbered(kind, args, renumber)) for kind, args in actions]
+    for first, (kind, _) in enumerate(actions):  # every arrival from one add on, earlier by the same amount
+        if kind != "add":
+            continue
+        later = [args[0]["arrival"] for kind, args in actions[first:] if kind == "add"]
+        for shift in dict.fromkeys((min(later), min(later) // 2, 1)):
+            if 0 < shift <= min(later):
+                yield actions[:first] + [(k, (dict(a[0], arrival=a[0]["arrival"] - shift),) if k == "add" else a)
+                                         for k, a in actions[first:]]
+    for index, (kind, args) in enumerate(actions):
+        if kind == "abort":  # abort an earlier request instead (one added before it, with a smaller id)
+            for other in sorted({a[0]["id"] for k, a in actions[:index] if k == "add" and a[0]["id"] < args[0]}):
+                yield actions[:index] + [(kind, (other,))] + actions[index + 1:]
+        if kind == "add" and index > 1:  # the request added one step earlier, arriving with the request before it
+            before = max((i for i in range(index) if actions[i][0] == "step"), default=None)
+            if before is not None:
+                earlier = [a[0]["arrival"] for k, a in actions[:before] if k == "add"]
+                moved = (kind, (dict(args[0], arrival=earlier[-1] if earlier else 0),))
+                yield actions[:before] + [moved] + actions[before:index] + actions[index + 1:]
+    for index, (kind, args) in enumerate(actions):
+        if kind == "make" and len(args) == 2:  # the chapter's make(slots, continuous)
+            for smaller in _lower(args[0], 1):
+                yield actions[:index] + [(kind, (smaller, args[1]))] + actions[index + 1:]
+            continue
+        if kind not in ("make", "add"):
+            continue
+        item = args[0]
+        for key in INT_FIELDS:
+            value = item.get(key)
+            if type(value) is not int:
+                continue
+            least = 0 if key == "arrival" else 1
+            for smaller in _lower(value, least):
+                yield actions[:index] + [(kind, (dict(item, **{key: smaller}),))] + actions[index + 1:]
+
+
+def _lower(value: int, least: int) -> list[int]:
+    """Smaller values to try for ``value``, the smallest first: the least, half, one less."""
+    return [v for v in dict.fromkeys((least, (value + least) // 2, value - 1)) if least <= v < value]
+
+
+def _renumbered(kind: str, args: tuple, renumber: dict) -> tuple:
+    if kind == "add":
+        return (dict(args[0], id=renumber[args[0]["id"]]),)
+    if kind == "abort":
+        return (renumber.get(args[0], args[0]),)
+    return args

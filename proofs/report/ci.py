@@ -500,6 +500,8 @@ def _results(kind: str, report: dict, target_text: str | None, save_dir: str, ro
             )
             properties = {"engine": cex.get("engine"), "check": cex.get("check"), "input_repr": cex.get("input_repr"),
                           "replay": replay_command(save_dir, target, name)}
+            if cex.get("reproduced"):  # how it reproduced: alone, after its history, or not (docs/verify.md)
+                properties["reproduced"] = cex["reproduced"]
             out.append((name, text, locations, properties))
     elif kind == "diff":
         locations = _location(report.get("new") or target_text, root)

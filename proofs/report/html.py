@@ -421,7 +421,8 @@ def _focus(model, call, actual, invariant: str):
         mine = [v for v in violations if v.invariant == invariant] or violations
         if mine:
             return mine[0].tick, mine[0].invariant, expected
-        difference = first_difference(expected, actual) if model.policy != "none" else None
+        caching = isinstance(call[1], dict) and call[1].get("prefix_caching") is True
+        difference = first_difference(expected, actual, caching=caching) if model.policy != "none" else None
     else:
         from spec.oracle import first_difference
 
@@ -556,8 +557,10 @@ def verify_page(report: dict, actuals=None, save_dir: str | None = None, summary
     body.append("</section>")
     flaky = report.get("flaky") or []
     if flaky:
-        body.append('<section id="flaky"><h2>Flaky failures (not counted: they did not reproduce)</h2><ul>')
-        body += [f"<li><code>{esc(e.get('invariant'))}</code> (size {esc(e.get('size'))}): {esc(e.get('message'))}"
+        body.append('<section id="flaky"><h2>Flaky time-outs and deaths (not counted: they passed on a retry with a '
+                    'larger limit)</h2><ul>')
+        body += [f"<li>{esc(e.get('kind', 'failure'))} <code>{esc(e.get('invariant'))}</code> (size {esc(e.get('size'))}): "
+                 f"{esc(e.get('message'))}"
                  f"<pre>{esc(e.get('input_repr'))}</pre></li>" for e in flaky]
         body.append("</ul></section>")
     return page(f"schedcheck verify {target}: {verdict}", body)
@@ -619,7 +622,8 @@ def _diff_figure(model, call, old_result, new_result, number: int) -> str:
     if model.name == "serving":
         from spec.serving.oracle import first_difference
 
-        parted = first_difference(old_result, new_result)
+        caching = isinstance(call[1], dict) and call[1].get("prefix_caching") is True
+        parted = first_difference(old_result, new_result, caching=caching)
         focus = parted.tick if parted is not None else None
         svg = serving_svg(*call, old_result["trace"], new_result["trace"], focus, titles=("old", "new"),
                           label="first difference", number=number)

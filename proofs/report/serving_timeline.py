@@ -5,7 +5,8 @@ One column per tick that appears in either trace (a gap of idle ticks shows as
 the number of tokens scheduled for it in that tick, followed by ``f`` when it
 finished, ``p`` when it was preempted (its blocks given back) and ``a`` when it was
 aborted; ``.`` is a tick in which nothing happened to it.  Under each schedule, the
-blocks held after the tick (allocated minus freed, as the trace itself says) and the
+blocks held after the tick (allocated minus freed, as the trace itself says; with prefix
+caching a hit on a block no request of the drawn ticks holds counts as one more) and the
 tokens scheduled in the tick, against ``num_blocks`` and ``token_budget``.
 """
 
@@ -21,6 +22,7 @@ def _cells(trace, held: int = 0) -> tuple[dict, dict, dict]:
     cells: dict[int, dict] = {}
     blocks: dict[int, int] = {}
     tokens: dict[int, int] = {}
+    holding: dict[int, int] = {}  # prefix caching: block -> holders, as the drawn ticks show them
     for entry in trace:
         tick = entry["tick"]
         row = cells.setdefault(tick, {})
@@ -30,6 +32,17 @@ def _cells(trace, held: int = 0) -> tuple[dict, dict, dict]:
             for request_id in entry[key]:
                 row[request_id] = row.get(request_id, "") + mark
         held += sum(len(ids) for _, ids in entry["allocated"]) - sum(len(ids) for _, ids in entry["freed"])
+        if "hits" in entry:  # a shared block is held once: a hit adds one only when no one held it
+            for _, ids in entry["hits"]:
+                for block in ids:
+                    held += not holding.get(block)
+                    holding[block] = holding.get(block, 0) + 1
+            for _, ids in entry["allocated"]:
+                for block in ids:
+                    holding[block] = holding.get(block, 0) + 1
+            for _, ids in entry["freed"]:
+                for block in ids:
+                    holding.pop(block, None)
         blocks[tick] = held
         tokens[tick] = sum(n for _, n in entry["scheduled"])
     return cells, blocks, tokens

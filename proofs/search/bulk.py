@@ -55,18 +55,24 @@ whole batch has a wall-clock limit of twice the per-call limit plus four times i
 expected length; a batch that meets it (a hang in C code, where no alarm runs) has
 its calls run alone, and the next batches are sized for calls that slow.  A batch
 whose child died, that changed its input or that answered garbage has its calls run
-alone too; if every one keeps every invariant, the batch is noted as flaky (not
-attributed to a call, never a counterexample).  Calls that run again are taken
+alone too; if every one keeps every invariant, a batch whose child died is noted as
+flaky (not attributed to a call, never a counterexample), while one that returned
+wrongly (changed its input, garbage) stops the phase unfinished: a wrong result is
+never forgiven, so the run is not a pass.  A time-out seen in a batch is handed over
+as a time-out (flaky if it passes at the full limit); any other finding as the result
+or exception it is (a FAIL, ``did not reproduce`` if it does not fail again).  Calls that run again are taken
 smallest first, so that a finding starts as small as the batch allows.  Batches grow
 from 8 calls until one takes about a quarter of the per-call limit (at most 256).  The
 phase stops at its planned number of calls, at the run's deadline, or at the first
 finding (after which the engine hands it over and, with ``--all``, goes on).
 
-What is not covered: a wrong answer that shows only in the bulk phase's own child
-(after the calls that child had answered) and not when the call runs again in the
-search's child is not reported: every finding is the ordinary path's, and that path
-did not see it.  The determinism check, which runs each call after others in fresh
-processes, is the check of such history.
+A wrong answer that shows only in the bulk phase's own child (after the calls that
+child had answered) and not when the call runs again in the search's child is still
+a finding: the parent then asks that child for what the call gave in the batch, as
+plain data through the sandbox's own transport (never decoded from the bytes), judges
+it with the full oracle, and hands it over with the calls the child had answered
+before it as its history (a result is a fact: ``did not reproduce`` at worst, never
+flaky).
 """
 
 from __future__ import annotations
@@ -77,7 +83,7 @@ import random
 import signal
 import time
 
-from proofs.sandbox import RETURNED, TIMED_OUT, Outcome, TargetProcess
+from proofs.sandbox import RAISED, RETURNED, TIMED_OUT, Outcome, TargetProcess
 from proofs.search import aim, coverage
 from proofs.search.judge import Finding, judge_valid_call
 
@@ -115,13 +121,22 @@ def _overrun(signum, frame):
     raise _Overrun
 
 
-def run_batch(function, calls, seconds: float):
+_KEPT: list = []  # in the child: what each call of the last batch gave, for ``run_batch(None, positions)``
+
+
+def run_batch(function, calls, seconds):
     """In the child: each call of ``calls`` in order, answered as ``(RETURNED, marshal bytes as hex)``,
     ``(SLOW, seconds)`` (it overran the per-call limit: an alarm interrupts a call that runs Python code, the
     batch's own limit ends one that does not), ``(RAISED_IN_BATCH, exception class name)`` or
-    ``(UNSENDABLE, "")``; then the child's CPU seconds for the batch."""
+    ``(UNSENDABLE, "")``; then the child's CPU seconds for the batch.
+
+    ``run_batch(function, None, positions)``: what those calls of the last batch gave, as plain data through
+    the sandbox's own transport: ``[(RETURNED, result)]`` or ``[(RAISED_IN_BATCH, "Type: message")]``."""
+    if calls is None:
+        return [_KEPT[position] if 0 <= position < len(_KEPT) else (UNSENDABLE, "") for position in seconds]
     clock = time.perf_counter
     answers = []
+    _KEPT.clear()
     cpu = time.process_time()
     previous = signal.signal(signal.SIGALRM, _overrun)
     try:
@@ -135,10 +150,13 @@ def run_batch(function, calls, seconds: float):
                     signal.setitimer(signal.ITIMER_REAL, 0)
             except _Overrun:
                 answers.append((SLOW, clock() - started))
+                _KEPT.append((SLOW, ""))
                 continue
             except BaseException as error:  # the target may raise anything: the ordinary path judges it again
                 answers.append((RAISED_IN_BATCH, type(error).__name__))
+                _KEPT.append((RAISED_IN_BATCH, f"{type(error).__name__}: {str(error)[:500]}"))
                 continue
+            _KEPT.append((RETURNED, result))
             spent = clock() - started
             if spent > seconds:
                 answers.append((SLOW, spent))
@@ -178,6 +196,8 @@ class BulkPhase:
         self.history: list = []  # the calls the search's own child answered before a finding (for a retry after them)
         self.child_seconds = 0.0  # the child's CPU time spent in batches
         self.found = None  # (call, finding, recipe index, choices) of the first finding
+        self.seen_at = None  # how far into the search's child that finding was seen ({"calls", "seconds"})
+        self.stopped = ""  # why the phase stopped short without a finding, when not the deadline
 
     def _process(self) -> TargetProcess:
         """A sandbox child of its own for the batches, made like the search's (same target, limits and shape)."""
@@ -188,21 +208,32 @@ class BulkPhase:
                              shape=self.model.shape, adapter=BatchAdapter(getattr(self.model, "adapter", None)), **same)
 
     def _build(self) -> list:
-        """A call built by a recipe, and its variant: [(call, recipe index, choices), ...], one reference run for all."""
-        index, recipe = self.recipes[self.rng.randrange(len(self.recipes))]
-        chooser = aim.RandomChooser(self.rng)
-        group = [(recipe.build(chooser), index, chooser.choices)]
-        if self.variants and chooser.arranged is not None:
-            order = (chooser.choices[-1] + 1 + self.rng.randrange(aim.ORDERS - 1)) % aim.ORDERS  # another order
-            call, choices = aim.variant(chooser, self.rng.randrange(aim.KINDS), order)
-            group.append((call, index, choices))
-        return group
+        """A call built by a recipe, and its variant: [(call, recipe index, choices), ...], one reference run for all.
+
+        For a target that declares its domain (proofs.models.declared), each is moved inside it as the
+        Hypothesis search's calls are (``fit``), and a recipe whose call cannot be is drawn again."""
+        declared = getattr(self.model, "declared", None) is not None
+        for _ in range(100):
+            index, recipe = self.recipes[self.rng.randrange(len(self.recipes))]
+            chooser = aim.RandomChooser(self.rng)
+            group = [(recipe.build(chooser), index, chooser.choices)]
+            if self.variants and chooser.arranged is not None:
+                order = (chooser.choices[-1] + 1 + self.rng.randrange(aim.ORDERS - 1)) % aim.ORDERS  # another order
+                call, choices = aim.variant(chooser, self.rng.randrange(aim.KINDS), order)
+                group.append((call, index, choices))
+            if not declared:
+                return group
+            group = [(self.model.fit(call), index, choices) for call, index, choices in group]
+            if all(self.model.is_valid(*call) for call, _, _ in group):
+                return group
+        raise RuntimeError("the bulk phase's recipes built no call inside the declared domain in 100 tries")
 
     def run(self) -> bool:
         """Run batches until ``planned`` calls are judged (True), or the deadline or a finding stops it (False)."""
         search = self.search
         limit = search.process.call_seconds or 1.0
         with self._process() as process:
+            sent, born = [], time.monotonic()  # the calls this bulk child answered before the batch, since when
             while self.calls < self.planned:
                 if time.monotonic() >= search.deadline:
                     return False
@@ -239,11 +270,18 @@ class BulkPhase:
                     call, index, choices = built[position]
                     findings = self._ordinary(call, references[position])
                     judged.add(position)
+                    if not findings and answers is not None and answers[position][0] in (RETURNED, RAISED_IN_BATCH):
+                        # it passed alone, but what the batch's child gave is an observation too: judged in full
+                        findings = self._kept(process, position, call, references[position])
+                        if findings:
+                            self.history = sent + calls[:position]
+                            self.seen_at = {"calls": len(self.history) + 1,
+                                            "seconds": round(time.monotonic() - born, 3)}
                     if not findings and answers is not None and answers[position][0] == SLOW:
                         # a time-out seen in the batch is an observation, as in the conformance search: the
                         # ordinary minimiser confirms it at the full limit in a fresh process, or calls it flaky
                         findings = [Finding("termination", f"the call did not return within {limit:g} s "
-                                                           "(in a batch of the bulk phase)")]
+                                                           "(in a batch of the bulk phase)", kind=TIMED_OUT)]
                     if findings:
                         self._count([built[p] for p in sorted(judged)], [reached[p] for p in sorted(judged)])
                         self.found = (call, findings[0], index, choices)
@@ -255,26 +293,30 @@ class BulkPhase:
                     # only longer than its own limit, so the next ones are sized for calls this slow
                     self.per_call = max(self.per_call, seconds / size)
                     self.batch = max(1, min(self.batch, int(BATCH_SHARE * limit / self.per_call)))
-                elif answers is None:
-                    self._unattributed(outcome, size)
+                elif answers is None and not self._unattributed(outcome, size):
+                    return False  # a wrong answer of the batch that no call gave alone: not a pass, never flaky
+                sent += calls
                 if answers is None or any(answer[0] == SLOW for answer in answers):
                     process.close()  # a batch that died, hung, overran or answered garbage: the next one starts afresh
+                    sent, born = [], time.monotonic()
         return True
 
-    def _unattributed(self, outcome: Outcome, size: int) -> None:
+    def _unattributed(self, outcome: Outcome, size: int) -> bool:
         """A batch whose child died, that changed its input or answered garbage, every call of which then kept
-        every invariant alone: noted as flaky (a death that did not come back, or a bug that needs the batch's
-        history), never a counterexample."""
-        if outcome.kind == RETURNED and outcome.mutated:
-            invariant, what = "input_unchanged", "changed its input"
-        elif outcome.kind == RETURNED:
-            invariant, what = "well_typed", "answered something other than a batch's answers"
-        else:
-            invariant, what = "termination", f"ended: {outcome.error or outcome.kind}"
+        every invariant alone.  A death is noted as flaky (a death that did not come back), never a counterexample;
+        a batch that returned wrongly (changed its input, garbage) is a wrong result no call gave alone: never
+        flaky, the phase stops unfinished (False), so the run is not a pass."""
+        if outcome.kind == RETURNED:
+            what = "changed its input" if outcome.mutated else "answered something other than a batch's answers"
+            self.stopped = f"a batch of {size} calls {what}, no call alone"
+            return False
+        invariant, what = "termination", f"ended: {outcome.error or outcome.kind}"
         self.search.flaky.append({
-            "invariant": invariant, "size": size, "input_repr": f"a batch of {size} calls of the bulk phase",
+            "invariant": invariant, "kind": "time-out" if outcome.kind == TIMED_OUT else "death", "size": size,
+            "input_repr": f"a batch of {size} calls of the bulk phase",
             "message": f"a batch of {size} calls {what}, but each call alone kept every invariant: not attributed "
                        "to a call, not counted"})
+        return True
 
     def _answers(self, outcome: Outcome, size: int):
         """The batch's (answers, child CPU seconds), or None when it must be judged call by call."""
@@ -302,10 +344,32 @@ class BulkPhase:
         self.rerun += 1
         search.calls_tried += 1
         outcome = search.process.call(*call)
+        search._track_child()
         self.history = list(getattr(search.process, "history", [None])[:-1])  # what that child answered before it
+        self.seen_at = search._where()
         ignore = search.known
         return [f for f in judge_valid_call(outcome, *call, reference=reference, model=self.model)
                 if f.invariant not in ignore]
+
+    def _kept(self, process: TargetProcess, position: int, call, reference) -> list:
+        """What the batch's child gave for the call at ``position`` of its last batch, fetched through the
+        sandbox's own transport as plain data and judged with the full oracle: a wrong result or an exception
+        seen there is a finding (a fact, whether or not it happens again), never decoded from its bytes."""
+        process.submit(None, [position], seconds=max(1.0, self.search.process.call_seconds or 1.0))
+        outcome = process.collect()
+        if not (outcome.sendable and isinstance(outcome.result, list) and len(outcome.result) == 1
+                and isinstance(outcome.result[0], (list, tuple)) and len(outcome.result[0]) == 2):
+            return []  # the child cannot say: the ordinary path's verdict stands
+        kind, value = outcome.result[0]
+        if kind == RETURNED:
+            given = Outcome(RETURNED, result=value)
+        elif kind == RAISED_IN_BATCH and isinstance(value, str):
+            given = Outcome(RAISED, error=value, error_type=value.split(":", 1)[0])
+        else:
+            return []
+        ignore = self.search.known
+        return [f._replace(message=f"{f.message} (in a batch of the bulk phase)")
+                for f in judge_valid_call(given, *call, reference=reference, model=self.model) if f.invariant not in ignore]
 
     def _count(self, built, reached) -> None:
         search = self.search

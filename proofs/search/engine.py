@@ -33,12 +33,24 @@ limit per call (a hang is a ``termination`` counterexample once it is confirmed 
 the full limit in a fresh process) and a memory cap; the whole run stops at its
 deadline, and minimisation has a deadline of its own.
 
-A failure is reported only if it reproduces in a fresh process.  One that does not
-(not on the minimised call, not on the original, not as a ``deterministic`` failure)
-is retried once more: a fresh process is given the same calls the failing one had
-answered, then the failing call with a limit ``RETRY_FACTOR`` times larger.  If it
-fails again it is reported (saying so); if not it is flaky: listed in ``flaky`` and
-in the report, never a counterexample, and the search goes on.
+What a failure is, and how it is confirmed: a call whose result (or exception) breaks
+an invariant is an observation, a FAIL whether or not it happens again.  It is
+minimised, then confirmed, in this order, and the counterexample says how
+(``Counterexample.reproduced``, with the calls that came before it):
+1. alone, as the first call of a fresh process (``alone``; its history is empty);
+2. as the repeated-call check (``deterministic``), when it fails only after other calls;
+3. in a fresh process after the calls its process had answered before it, with a limit
+   ``RETRY_FACTOR`` times larger (``history``: that history is then shortened, calls
+   dropped and the rest made as small as the model's smallest call, while it still
+   fails, and saved with it);
+4. none of these: still a FAIL, reported with the call, the result, the broken rule and
+   "did not reproduce alone: the bug depends on earlier calls or on chance" (``no``),
+   saved with the calls its process had answered before it.
+Only a time-out or a death is not an observation (the machine may have stalled): one
+that passes on the retry with the larger limit is ``flaky``, listed in ``flaky`` and in
+the verdict line, never a counterexample, and the search goes on; after
+``FLAKY_PER_CHECK`` of them a check stops, unfinished (a larger ``--call-timeout``, not a
+larger budget, would let it finish).
 """
 
 from __future__ import annotations
@@ -59,8 +71,8 @@ from hypothesis import target as hypothesis_target
 from hypothesis import strategies as st
 
 from proofs import models
-from proofs.counterexample import Counterexample
-from proofs.sandbox import HarnessError, TargetProcess, harness_collector, run_once
+from proofs.counterexample import HISTORY_LIMIT, Counterexample
+from proofs.sandbox import DIED, TIMED_OUT, HarnessError, TargetProcess, harness_collector, run_once
 from proofs.search.coverage import Coverage
 from proofs.search.judge import Finding, judge_invalid_call, judge_repeated_call, judge_valid_call
 from proofs.search.database import GuardedDatabase
@@ -69,12 +81,18 @@ ENGINE = "hypothesis"
 HYPOTHESIS_SHRINK_SECONDS = 0.3  # then the deterministic minimiser takes over
 HANG_PROBE_SECONDS = 0.25  # the limit of one probe while a hang is minimised (then confirmed at the full limit)
 RETRY_FACTOR = 4  # a failure seen once only is retried with this many times the per-call limit
+CONFIRMATIONS = 3  # fresh processes a result that breaks an invariant must break it in to be called "alone"
 FLAKY_PER_CHECK = 3  # after this many flaky failures a check stops (and is unfinished)
 CHECKS = ("replay", "validation", "bulk", "conformance", "deterministic", "corrupted_validation", "stateful")
 EXAMPLES = {"conformance": 500, "bulk": 2000, "deterministic": 30, "validation": 200, "stateful": 60}
 REPEATED_CALLS = 7  # target calls per example of the deterministic check (proofs.search.judge.judge_repeated_call)
 UNITS = {"stateful": "programs"}  # what a check counts; every other check counts calls to the target
 OUR_FACTORIES = {"chapter": "impl:make_scheduler", "serving": "impl:make_serving"}  # our impl, online
+STALLS = {TIMED_OUT: "time-out", DIED: "death"}  # the only failures that may be flaky
+REPLAY_ATTEMPTS = 1000  # a failure that did not reproduce (``no``) is replayed at least this many times
+REPLAY_PER_CALL = 7  # ... and at least this many times the calls its process had made when it was seen
+HISTORY_ATTEMPTS = 20  # a failure that needed its history (or the repeated-call check) is replayed up to this many
+# times, each from fresh processes: a history-dependent bug fails on the first, one that also needs chance may not
 
 
 def examples_for(conformance: int) -> dict:
@@ -107,15 +125,17 @@ class CheckAccount:
     tried: int = 0
     finished: bool = False
     seconds: float = 0.0  # wall-clock time spent in the check
-    stopped: str = ""  # why it did not finish: "deadline", "not started: deadline", "counterexample"
+    stopped: str = ""  # why it did not finish: "deadline", "not started: deadline", "counterexample", "flaky"
+    note: str = ""  # what else was run and not counted in ``tried`` (a stateful test's shrinking runs)
 
     @property
     def unit(self) -> str:
         return UNITS.get(self.check, "calls")
 
     def to_json(self) -> dict:
-        return {"check": self.check, "unit": self.unit, "tried": self.tried, "planned": self.planned,
+        data = {"check": self.check, "unit": self.unit, "tried": self.tried, "planned": self.planned,
                 "finished": self.finished, "stopped": self.stopped, "seconds": round(self.seconds, 3)}
+        return data | ({"note": self.note} if self.note else {})
 
 
 def cut_short(accounts) -> list:
@@ -123,21 +143,28 @@ def cut_short(accounts) -> list:
     return [a for a in accounts if not a.finished and a.stopped != "counterexample"]
 
 
+UNSTARTED_COST = {"deterministic": 4, "stateful": 10}  # a check not started: its cost per unit, in calls measured
+# (a repeated call starts two fresh processes per seven calls; a program makes dozens of calls)
+BUDGET_MARGIN = 1.5  # the advice's margin over the estimate: later examples are larger, and the load varies
+
+
 def budget_to_finish(accounts, budget: float, share: float = 1.0) -> int | None:
     """The ``--budget`` (whole seconds) that would let every cut-short check finish, estimated from
     the measured rate of each check (or, for one that never started, the rate of all calls measured);
-    ``share`` is the fraction of ``--budget`` the Hypothesis engine gets.  None when nothing was cut short."""
+    ``share`` is the fraction of ``--budget`` the Hypothesis engine gets.  None when nothing was cut
+    short, or when a check stopped for a reason a larger budget does not remove (flaky time-outs):
+    advice is given only when it would finish the run."""
     short = cut_short(accounts)
-    if not short:
+    if not short or any(not a.stopped.endswith("deadline") for a in short):
         return None
     tried = sum(a.tried for a in accounts if a.unit == "calls")
     seconds = sum(a.seconds for a in accounts if a.unit == "calls")
     overall = seconds / tried if tried else 1.0  # seconds per call; 1 s when nothing was measured
     extra = 0.0
     for account in short:
-        rate = account.seconds / account.tried if account.tried else overall * (10 if account.unit == "programs" else 1)
+        rate = account.seconds / account.tried if account.tried else overall * UNSTARTED_COST.get(account.check, 1)
         extra += max(0, account.planned - account.tried) * rate
-    return int(math.ceil(1.2 * (budget + extra / share)))
+    return int(math.ceil(BUDGET_MARGIN * (budget + extra / share)))
 
 
 class Found(NamedTuple):
@@ -179,6 +206,9 @@ class Search:
         self._account = CheckAccount("none", 0)  # the account of the check now running
         self.flaky: list[dict] = []  # failures seen once that did not reproduce: not counterexamples
         self._history: list = []  # the calls the failing call's process had answered before it
+        self._seen: Finding | None = None  # the finding the search saw first, before minimisation
+        self._seen_at: dict | None = None  # how far into its process it was seen: {"calls", "seconds"}
+        self._child = (None, 0.0)  # the current child's list of calls (its identity) and when it started
         self.bounds = self.model.new_bounds()  # the ranges of the valid calls actually made (every PASS line states them)
         self.statistics: dict[str, Counter] = {}  # per check: how often each interesting case was drawn
         self.coverage = Coverage(self.model.name)  # per corner of the coverage model: the judged calls that reached it
@@ -253,17 +283,44 @@ class Search:
     def known(self) -> set[str]:
         return {found.counterexample.property for found in self.found}
 
-    def _record(self, check: str, call, finding: Finding, rule: str = "") -> None:
-        cex = Counterexample(finding.invariant, ENGINE, check, tuple(call), finding.message, rule, model=self.model.name)
-        self.found.append(Found(cex, finding.result))
+    def _record(self, check: str, call, finding: Finding, rule: str = "", at: dict | None = None) -> None:
+        self.found.append(Found(self.counterexample(check, call, finding, rule, at), finding.result))
+
+    def counterexample(self, check: str, call, finding: Finding, rule: str = "", at: dict | None = None) -> Counterexample:
+        """The counterexample of ``finding`` on ``call``, with what reproduces it (its history, how it
+        was confirmed, the run's seed; ``at``: where in its process a failure that did not reproduce was seen)."""
+        history = finding.history
+        cut = 0
+        if history is not None and len(history) > HISTORY_LIMIT:
+            cut, history = len(history) - HISTORY_LIMIT, history[-HISTORY_LIMIT:]
+        return Counterexample(finding.invariant, ENGINE, check, tuple(call), finding.message, rule, model=self.model.name,
+                              history=None if history is None else tuple(tuple(c) for c in history),
+                              reproduced=finding.reproduced, seed=self.seed, history_cut=cut, hash_seeds=finding.hash_seeds,
+                              observed_at=at if finding.reproduced == "no" else None)
 
     # -- judging one call ------------------------------------------------------------
+
+    def _track_child(self) -> None:
+        """Note when the current child started (the first call sent to it), for ``_where``."""
+        history = getattr(self.process, "history", None)
+        if history is not None and history is not self._child[0]:
+            self._child = (history, time.monotonic())
+
+    def _where(self) -> dict:
+        """How far into its process the call just collected was: the calls it answered, the seconds it has lived."""
+        history = getattr(self.process, "history", None) or []
+        return {"calls": len(history), "seconds": round(time.monotonic() - self._child[1], 3)}
+
+    def _before(self) -> list:
+        """The calls the current child answered before the one just collected."""
+        return list(getattr(self.process, "history", [None])[:-1])
 
     def _valid(self, call, seconds: float | None = None, reference: dict | None = None, steer: bool = False) -> list[Finding]:
         """Judge a valid call; with ``steer``, the reference is computed (``model.steer``) while the child runs it."""
         self.calls_tried += 1
         self.bounds.add(call)
         self.process.submit(*self._sendable(call), seconds=seconds)
+        self._track_child()
         if steer:
             try:
                 reference = self.model.steer(call)
@@ -284,9 +341,11 @@ class Search:
         the harness's objects stay as they are), a deep copy for a target in this process."""
         return call if isinstance(self.process, TargetProcess) else copy.deepcopy(call)
 
-    def _invalid(self, call, rule: str) -> list[Finding]:
+    def _invalid(self, call, rule: str, seconds: float | None = None) -> list[Finding]:
         self.calls_tried += 1
-        return judge_invalid_call(self.process.call(*self._sendable(call)), rule)
+        self.process.submit(*self._sendable(call), seconds=seconds)
+        self._track_child()
+        return judge_invalid_call(self.process.collect(), rule)
 
     def _repeated(self, call) -> list[Finding]:
         self.calls_tried += 7
@@ -296,7 +355,8 @@ class Search:
     # -- the checks --------------------------------------------------------------------
 
     def _replay_saved(self) -> bool:
-        """Counterexamples an earlier run saved for this target come first; False if one stopped the run."""
+        """Counterexamples an earlier run saved for this target come first, each replayed exactly
+        (its history, its program); False if one stopped the run."""
         for path in self._saved_files():
             self._account.tried += 1
             try:
@@ -308,10 +368,19 @@ class Search:
                 cex = Counterexample.from_json(data)
             except (OSError, ValueError, KeyError, TypeError, SyntaxError):
                 continue  # not one of ours, or damaged: the search below covers it anyway
-            findings = self._judge(cex.check, cex.call, cex.rule)
-            wanted = [f for f in findings if f.invariant == cex.property and f.invariant not in self.known]
+            if cex.check in ("conformance", "deterministic") and not self.model.is_valid(*cex.call):
+                continue  # outside the domain the target declares (proofs.models.declared): never charged
+            if cex.property in self.known or cex.check in ("step", "trace"):
+                continue
+            replayed = self.replay(cex, factory=data.get("factory"), attempts=1)
+            wanted = [f for f in replayed.findings if f.invariant == cex.property]
             if wanted:
-                self._record(cex.check, cex.call, wanted[0], cex.rule)
+                finding = wanted[0]._replace(history=cex.history, reproduced=cex.reproduced or "alone")
+                if cex.check == "stateful":
+                    self.found.append(Found(cex._replace(message=finding.message, program=replayed.program or cex.program,
+                                                         seed=self.seed), None))
+                else:
+                    self._record(cex.check, cex.call, finding, cex.rule, cex.observed_at)
                 if self._done():
                     return False
         return True
@@ -334,16 +403,12 @@ class Search:
             self._account.tried += 1
             findings = [f for f in self._invalid(call, rule) if f.invariant not in self.known]
             if findings:
-                wanted = findings[0].invariant
-                small = self.model.minimize_invalid(
-                    call, lambda c: any(f.invariant == wanted for f in self._invalid(c, rule)), self._shrink_seconds()
-                )
-                again = [f for f in self._invalid(small, rule) if f.invariant == wanted]
-                if not again:  # it did not fail again: flaky, not a counterexample
-                    self.flaky.append({"invariant": wanted, "size": self.model.size(call),
-                                       "input_repr": self._repr(call), "message": f"an invalid call ({rule}) failed once, but not again"})
+                self._seen, self._history, self._seen_at = findings[0], self._before(), self._where()
+                small, finding = self._confirm_invalid(call, findings[0].invariant, rule)
+                at, self._seen, self._history, self._seen_at = self._seen_at, None, [], None
+                if finding is None:  # a time-out or a death that did not happen again: flaky
                     continue
-                self._record("validation", small, again[0], rule)
+                self._record("validation", small, finding, rule, at)
                 if self._done():
                     return False
             self.progress("validation", self.calls_tried)
@@ -374,23 +439,49 @@ class Search:
         flaky_before = len(self.flaky)
         while not phase.run():
             if phase.found is None:
-                self._account.stopped = "deadline"
+                self._account.stopped = phase.stopped or "deadline"
                 return False
             call, finding, index, choices = phase.found
             phase.found = None
             if self.database is not None:  # the next run's conformance search replays it first
                 self.database.save(self.database_key("conformance"), choices_to_bytes(choices_for(self.model.name, index, choices)))
-            self._history = phase.history
-            small, again = self._minimize_valid(call, finding.invariant)
-            self._history = []
+            # handed over as a conformance search's finding is: what was seen, the calls its child answered before it
+            self._history, self._seen, self._seen_at = phase.history, finding, phase.seen_at
+            try:
+                small, again = self._minimize_valid(call, finding.invariant)
+            finally:
+                at = self._seen_at
+                self._history, self._seen, self._seen_at = [], None, None
             if again is not None:
-                self._record("deterministic" if again.invariant == "deterministic" else "conformance", small, again)
+                self._record("deterministic" if again.invariant == "deterministic" else "conformance", small, again,
+                             at=at)
                 if self._done():
                     return False
             elif len(self.flaky) - flaky_before >= FLAKY_PER_CHECK:
                 self._account.stopped = "flaky"
                 return False
         return True
+
+    def _confirm_invalid(self, call, wanted: str, rule: str):
+        """Minimise an invalid call that broke ``wanted``, then confirm it alone in a fresh process;
+        (call, finding), or (call, None) when it was a time-out or death that passed again (flaky)."""
+        def fails(candidate) -> bool:
+            return any(f.invariant == wanted for f in self._invalid(candidate, rule))
+
+        small = self.model.minimize_invalid(call, fails, self._shrink_seconds())
+        for candidate in (small, call):
+            self.process.close()  # alone, as the first call of a fresh process
+            again = [f for f in self._invalid(candidate, rule) if f.invariant == wanted]
+            if again:
+                return candidate, self._alone(candidate, wanted, again[0],
+                                              lambda c, seconds=None: self._invalid(c, rule, seconds))
+        seen = self._seen
+        if seen is not None and seen.observed:
+            return call, self._unreproduced(seen, self._history)
+        what = STALLS.get(seen.kind, "failure") if seen is not None else "failure"
+        self.flaky.append(self._flaky_entry(wanted, call, seen, f"an invalid call ({rule}): a {what} once, but not "
+                                            "again alone in a fresh process"))
+        return call, None
 
     def _conformance(self) -> bool:
         return self._search("conformance", self.model.valid_calls(), self._valid_steered, self._minimize_valid)
@@ -406,17 +497,7 @@ class Search:
             return self._invalid(call, "a corrupted input")
 
         def minimize(call, wanted):
-            def fails(c):
-                return any(f.invariant == wanted for f in judge(c))
-
-            small = self.model.minimize_invalid(call, fails, self._shrink_seconds())
-            for candidate in (small, call):
-                again = [f for f in judge(candidate) if f.invariant == wanted]
-                if again:
-                    return candidate, again[0]
-            self.flaky.append({"invariant": wanted, "size": self.model.size(call),
-                               "input_repr": self._repr(call), "message": "an invalid call failed once, but not again"})
-            return call, None
+            return self._confirm_invalid(call, wanted, "a corrupted input")
 
         return self._search(
             "validation", self.model.corrupted_calls(), judge, minimize, rule="a corrupted input", replay_as="validation"
@@ -426,27 +507,45 @@ class Search:
         """The stateful test through the online protocol: the online target, or our impl's factory
         (the engine lives in a sandbox child; the test stops at the run's deadline)."""
         from proofs.online.stateful import run_stateful
-        from proofs.targets import parse_target
 
-        if getattr(self.model, "online", False):
-            target = self.process.target
-        else:
-            target = parse_target(OUR_FACTORIES[self.model.name])
+        target = self._factory()
         policy = "none" if self.model.policy == "none" else "fcfs"
         account: dict = {}
         failure = run_stateful(target, self.model.name, self.examples["stateful"], self.seed, policy=policy,
                                call_seconds=self.process.call_seconds or 1.0, deadline=self.deadline,
-                               account=account)
+                               account=account, domain=getattr(self.model, "declared", None))
         self._account.tried = account.get("programs", 0)
+        notes = []
+        if account.get("shrinking"):
+            notes.append(f"the failing program was then run {account['shrinking']} more times by Hypothesis's "
+                         "shrinking (not counted)")
+        if account.get("discarded"):
+            notes.append(f"{account['discarded']} more were started and discarded by Hypothesis, their data "
+                         "exhausted (not counted)")
+        self._account.note = "; ".join(notes)
+        if account.get("flaky"):  # a time-out or death that passed on a retry: not a counterexample
+            self.flaky += account["flaky"]
+            self._account.stopped = "flaky"
+            return False
         if failure is None and not account.get("finished", True):
             return False  # the deadline stopped it: not every planned program ran
         if failure is not None:
-            invariant, message, program = failure
-            cex = Counterexample(invariant, ENGINE, "stateful", tuple(self.model.example_call),
-                                 program, model=self.model.name)
+            cex = Counterexample(failure.invariant, ENGINE, "stateful", tuple(self.model.example_call),
+                                 failure.text, model=self.model.name, history=(), reproduced=failure.reproduced,
+                                 seed=self.seed, program=failure.program)
             self.found.append(Found(cex, None))
             return False
         return True
+
+    def _factory(self, text: str | None = None):
+        """The online factory the stateful test drives: ``text``, the online target, or our impl's factory."""
+        from proofs.targets import parse_target
+
+        if text:
+            return parse_target(text)
+        if getattr(self.model, "online", False):
+            return self.process.target
+        return parse_target(OUR_FACTORIES[self.model.name])
 
     # -- search and minimisation ---------------------------------------------------------
 
@@ -473,21 +572,23 @@ class Search:
             self.process.close()  # judge the minimal call in a fresh process: nothing came before
             findings = [f for f in self._valid(small) if f.invariant == wanted]
             if findings:
-                return small, findings[0]
+                return small, self._alone(small, wanted, findings[0], self._valid)
             larger = self.model.one_step_larger(small)
             start = larger if fails_within(None)(larger) else call
-        # it fails only after earlier calls: that is a claim about history
+        # it fails only after earlier calls: that is a claim about history, if the repeated-call check confirms it
         for candidate in (small, call):
             if any(f.invariant == "deterministic" for f in self._repeated(candidate)):
-                return self._minimize_repeated(candidate, "deterministic")
-        again = self._retry(call, wanted, self._history)
-        if again is not None:
-            return call, again
-        return call, None  # flaky: recorded by _retry, not a counterexample
+                repeated, finding = self._minimize_repeated(candidate, "deterministic")
+                if finding is not None:
+                    return repeated, finding
+                break  # chance made the repeats differ once: what was seen is judged below
+        return call, self._retry(call, wanted, self._history, self._seen)
 
-    def _retry(self, call, wanted: str, history: list) -> Finding | None:
-        """The failure once more in a fresh process, after the calls that came before it,
-        with a larger limit; the finding if it fails again, else None (and it is flaky)."""
+    def _retry(self, call, wanted: str, history: list, seen: Finding | None = None) -> Finding | None:
+        """The failure once more in a fresh process, after the calls that came before it, with a
+        larger limit.  The finding if it fails again (its history then shortened: ``_shrink_history``);
+        else, when what was first ``seen`` is an observation (a result, an exception), that finding,
+        saying it did not reproduce; else None: a time-out or death that passed, flaky (in ``flaky``)."""
         limit = (self.process.call_seconds or 1.0) * RETRY_FACTOR
         stop = time.monotonic() + self._shrink_seconds()
         self.process.close()
@@ -498,26 +599,119 @@ class Search:
             self.calls_tried += 1
             self.process.call(*self._sendable(earlier), seconds=limit)
             replayed += 1
-        first = [f for f in judge_valid_call(self._last_outcome(call, limit), *call, model=self.model)
-                 if f.invariant == wanted]
-        after = f"after the {replayed} calls its process had answered before it" if replayed else "as the first call"
+        findings = judge_valid_call(self._last_outcome(call, limit), *call, model=self.model)
+        first = [f for f in findings if f.invariant == wanted] or [f for f in findings if f.observed]
         if first:
-            return first[0]._replace(message=(
-                f"{first[0].message} (it did not fail again alone in a fresh process, but did in a fresh "
-                f"process {after}, with a {limit:g} s limit)"
-            ))
-        self.flaky.append({
-            "invariant": wanted,
-            "size": self.model.size(call),
-            "input_repr": self._repr(call),
-            "message": (
-                f"failed once, but not again in a fresh process: not alone, nor after the {replayed} "
-                f"(of {len(history)}) calls its process had answered before it, with a {limit:g} s limit"
-                if history else
-                f"failed once, but not again in a fresh process, alone or with a {limit:g} s limit"
-            ),
-        })
+            kept = list(history[:replayed])
+            if first[0].observed and kept:
+                kept = self._shrink_history(call, first[0].invariant, kept, limit)
+                if not self._fails_after(call, first[0].invariant, kept, limit):  # once more: or it was chance
+                    return self._unreproduced(first[0], history)
+            if kept:
+                how = (f"after {len(kept)} calls saved with it, shortened from the {len(history)} its process had "
+                       "answered before it" if len(kept) < len(history) else
+                       f"after the {len(kept)} calls its process had answered before it, saved with it")
+            else:
+                how = "as its first call"
+            return first[0]._replace(
+                message=f"{first[0].message} (it did not fail again alone in a fresh process, but did in a fresh "
+                        f"process with a {limit:g} s limit, {how})",
+                history=tuple(kept), reproduced="history" if kept else "alone")
+        if seen is not None and seen.observed:
+            return self._unreproduced(seen, history)
+        what = STALLS.get(seen.kind, "failure") if seen is not None else "failure"
+        self.flaky.append(self._flaky_entry(wanted, call, seen, (
+            f"a {what} once, but not again in a fresh process: not alone, nor after the {replayed} "
+            f"(of {len(history)}) calls its process had answered before it, with a {limit:g} s limit"
+            if history else
+            f"a {what} once, but not again in a fresh process, alone or with a {limit:g} s limit"
+        )))
         return None
+
+    def _alone(self, call, wanted: str, finding: Finding, judge) -> Finding | None:
+        """``finding``, seen as the first call of a fresh process, confirmed so ``CONFIRMATIONS`` times in all:
+        ``alone`` when every one failed, else ``no`` (it failed in some fresh processes only: chance), saying
+        how many.  A time-out is instead tried once more with a limit ``RETRY_FACTOR`` times larger: it is a
+        hang only if it does not return then either; if it returns, its result is judged, and a call that was
+        merely slow (a loaded machine) is flaky: None, recorded in ``flaky``.  A death is confirmed once."""
+        if finding.kind == TIMED_OUT:
+            own = self.process.call_seconds or 1.0  # the retry's limit: larger, but never past the run's bound
+            limit = max(own, min(own * RETRY_FACTOR, self.deadline + 5.0 - time.monotonic()))
+            self.process.close()
+            again = judge(call, limit)
+            if any(f.invariant == wanted and f.kind == TIMED_OUT for f in again):
+                return finding._replace(message=f"{finding.message}, nor within {limit:g} s in another fresh process",
+                                        history=(), reproduced="alone")
+            broken = [f for f in again if f.observed]
+            if broken:  # slow, and then wrong: what it returned is the finding
+                return self._alone(call, broken[0].invariant, broken[0], judge)
+            self.flaky.append(self._flaky_entry(wanted, call, finding, (
+                f"{finding.message} in a fresh process, but returned a correct result within {limit:g} s in "
+                "another: slow, not hung")))
+            return None
+        if not finding.observed:
+            return finding._replace(history=(), reproduced="alone")
+        failed = 1
+        for _ in range(CONFIRMATIONS - 1):
+            self.process.close()
+            failed += any(f.invariant == wanted for f in judge(call))
+        if failed == CONFIRMATIONS:
+            return finding._replace(history=(), reproduced="alone")
+        self._seen_at = {"calls": 1, "seconds": 0.0}
+        return finding._replace(
+            message=f"{finding.message} (did not reproduce alone: it failed in {failed} of {CONFIRMATIONS} fresh "
+                    "processes as their first call, so the bug depends on chance)", history=(), reproduced="no")
+
+    def _flaky_entry(self, wanted: str, call, seen: Finding | None, message: str) -> dict:
+        """One flaky failure, as the report lists it: a time-out or a death that did not happen again."""
+        return {"invariant": wanted, "kind": STALLS.get(seen.kind, "failure") if seen is not None else "failure",
+                "size": self.model.size(call), "input_repr": self._repr(call), "message": message}
+
+    def _unreproduced(self, seen: Finding, history: list) -> Finding:
+        """What was seen, as a FAIL that did not reproduce: the call's result and broken rule, and the calls before it."""
+        return seen._replace(
+            message=f"{seen.message} (did not reproduce alone: the bug depends on earlier calls or on chance; "
+                    f"seen after the {len(history)} calls its process had answered before it, saved with it)",
+            history=tuple(history), reproduced="no")
+
+    def _shrink_history(self, call, wanted: str, history: list, limit: float) -> list:
+        """The fewest calls of ``history``, each as small as the model's smallest call where possible,
+        after which ``call`` still breaks ``wanted`` in a fresh process (within the minimiser's time)."""
+        stop = time.monotonic() + self._shrink_seconds()
+
+        def fails(candidate: list) -> bool:
+            return self._fails_after(call, wanted, candidate, limit)
+
+        chunks = 2
+        while history and time.monotonic() < stop:
+            size = max(1, len(history) // chunks)
+            for begin in range(0, len(history), size):
+                candidate = history[:begin] + history[begin + size:]
+                if time.monotonic() < stop and fails(candidate):
+                    history, chunks = candidate, max(2, chunks - 1)
+                    break
+            else:
+                if size == 1:
+                    break
+                chunks = min(2 * chunks, len(history))
+        smallest = tuple(self.model.example_call)
+        for index in range(len(history)):
+            if time.monotonic() >= stop:
+                break
+            if tuple(history[index]) != smallest:
+                candidate = history[:index] + [smallest] + history[index + 1:]
+                if fails(candidate):
+                    history = candidate
+        return history
+
+    def _fails_after(self, call, wanted: str, history: list, limit: float) -> bool:
+        """Whether ``call`` breaks ``wanted`` in a fresh process after the calls ``history``."""
+        self.process.close()
+        for earlier in history:
+            self.calls_tried += 1
+            self.process.call(*self._sendable(earlier), seconds=limit)
+        return any(f.invariant == wanted for f in judge_valid_call(self._last_outcome(call, limit), *call,
+                                                                   model=self.model))
 
     def _repr(self, call) -> str:
         """The call as runnable Python, as a counterexample would print it."""
@@ -536,14 +730,18 @@ class Search:
         if not findings:
             small = call
             findings = [f for f in self._repeated(call) if f.invariant == wanted]
-        if not findings:
-            self.flaky.append({
-                "invariant": wanted, "size": self.model.size(call),
-                "input_repr": self._repr(call),
-                "message": "failed once in the repeated-call check, but not again in fresh processes",
-            })
-            return call, None
-        return small, findings[0]
+        if findings:  # a claim about history: the calls before are the check's own (``calls_between``)
+            return small, findings[0]._replace(history=(), reproduced="history")
+        seen = self._seen
+        if seen is not None and seen.invariant != wanted:
+            return call, None  # the search saw another rule broken (_minimize_valid): its caller judges that
+        if seen is not None and seen.observed:
+            return call, seen._replace(
+                message=f"{seen.message} (did not reproduce when the repeated-call check ran again: the bug "
+                        "depends on chance)", history=(), reproduced="no")
+        self.flaky.append(self._flaky_entry(wanted, call, seen,
+                                            "failed once in the repeated-call check, but not again in fresh processes"))
+        return call, None
 
     def _count(self, check: str, call) -> None:
         """Record the interesting cases a drawn valid call falls in, as Hypothesis events and in ``statistics``."""
@@ -558,14 +756,18 @@ class Search:
     def _search(self, check: str, strategy, judge, minimize, rule: str = "", per_example: int = 1,
                 replay_as: str | None = None, drawn=None, phases=None) -> bool:
         """Run one Hypothesis search until it fails, runs out of examples or of time;
-        True when its last round ran every example it planned (``check`` names its example count)."""
+        True when it ran every example it planned (``check`` names its example count).  After
+        a flaky time-out it goes on with the examples it has left, so ``tried`` never passes ``planned``."""
         account = self._account
         replay_as = replay_as or check
         flaky_before = len(self.flaky)
         while not self._done():
             if len(self.flaky) - flaky_before >= FLAKY_PER_CHECK:
-                account.stopped = "flaky"  # it keeps failing once and never again: stop here, unfinished
+                account.stopped = "flaky"  # it keeps timing out once and never again: stop here, unfinished
                 return False
+            left = self.examples[check] - account.tried // per_example
+            if left <= 0:
+                return True  # every planned example ran (in rounds, around a flaky time-out)
             ignore = set(self.known)
             state = {"locked": None, "call": None, "since": None}
             database = GuardedDatabase(self.database) if self.database is not None else None
@@ -591,8 +793,10 @@ class Search:
                         stop(HandOver)
                     return
                 state["locked"] = state["locked"] or findings[0].invariant
-                state["call"] = copy.deepcopy(call)
-                state["history"] = list(getattr(self.process, "history", [None])[:-1])  # before this call
+                if state["call"] is None or findings[0].observed or not state["finding"].observed:
+                    # what the search saw: a result or exception is kept over a later time-out
+                    state["call"], state["finding"] = copy.deepcopy(call), findings[0]
+                    state["history"], state["at"] = self._before(), self._where()  # before this call
                 state["since"] = state["since"] or time.monotonic()
                 hanging = findings[0].invariant == "termination" and "did not return" in findings[0].message
                 if hanging or time.monotonic() - state["since"] > HYPOTHESIS_SHRINK_SECONDS:
@@ -600,7 +804,7 @@ class Search:
                 raise Falsified(findings[0].message)
 
             runner = settings(
-                max_examples=self.examples[check],
+                max_examples=left,
                 deadline=None,
                 derandomize=False,  # seeded by --seed only, not by Hypothesis's ci profile (loaded when CI is set)
                 database=database,
@@ -615,7 +819,7 @@ class Search:
             if self.seed is not None:
                 # not hypothesis.seed(), which also switches the example database off: a
                 # seeded run (the ci profile) must still replay what other runs found
-                runner._hypothesis_internal_use_seed = self.seed
+                runner._hypothesis_internal_use_seed = self.seed + len(self.flaky) - flaky_before
             try:
                 runner()
             except BudgetExhausted:
@@ -629,10 +833,78 @@ class Search:
                     raise
             if state["call"] is None:
                 return True  # every planned example ran
-            self._history = state.get("history") or []
-            small, finding = minimize(state["call"], state["locked"])
-            self._history = []
+            self._history, self._seen, self._seen_at = state.get("history") or [], state["finding"], state.get("at")
+            try:
+                small, finding = minimize(state["call"], state["locked"])
+            finally:
+                at = self._seen_at
+                self._history, self._seen, self._seen_at = [], None, None
             if finding is None:
-                continue  # flaky: not a counterexample; search on
-            self._record("deterministic" if finding.invariant == "deterministic" else replay_as, small, finding, rule)
+                continue  # a flaky time-out or death: not a counterexample; search on
+            self._record("deterministic" if finding.invariant == "deterministic" else replay_as, small, finding, rule, at)
         return False
+
+    # -- replay ------------------------------------------------------------------------
+
+    def replay(self, cex: Counterexample, factory: str | None = None, attempts: int | None = None) -> "Replayed":
+        """Run ``cex`` again exactly as it was saved: in a fresh process, its history, then its call
+        (the repeated-call check for ``deterministic``; its program on a fresh engine for ``stateful``).
+
+        How often depends on how it reproduced when found (``attempts`` caps it): ``alone``, once;
+        ``history``, up to ``HISTORY_ATTEMPTS`` times, each in a fresh process after its history; ``no``
+        (it did not reproduce), in one process after its history, again and again until it fails, or
+        until it has had ``REPLAY_ATTEMPTS`` attempts (at least ``REPLAY_PER_CALL`` times the calls its
+        process had made when it was seen) and as long as that process had lived when it was seen (an
+        age), or until the deadline."""
+        started = time.monotonic()
+        seen = cex.observed_at or {}
+        if cex.reproduced == "no":
+            wanted = max(REPLAY_ATTEMPTS, REPLAY_PER_CALL * int(seen.get("calls", 0)))
+            if cex.check in ("deterministic", "stateful"):
+                wanted = REPLAY_ATTEMPTS // 10  # each attempt is a whole check or program
+        elif cex.reproduced == "history":
+            wanted = HISTORY_ATTEMPTS
+        else:
+            wanted = 1
+        wanted = min(wanted, attempts) if attempts is not None else wanted
+        lasting = 1.5 * float(seen.get("seconds", 0.0)) if cex.reproduced == "no" else 0.0
+        if cex.check == "stateful":
+            return self._replay_program(cex, factory, wanted, started)
+        made, findings = 0, []
+        while not findings:
+            if made == 0 or (cex.reproduced != "no" and cex.check != "deterministic"):
+                self.process.close()  # a fresh process, its history, then the call
+                for earlier in cex.history or ():
+                    self.process.call(*self._sendable(earlier))
+            made += 1
+            findings = self._judge(cex.check, cex.call, cex.rule)
+            if time.monotonic() >= self.deadline or (made >= wanted and time.monotonic() - started >= lasting):
+                break
+        return Replayed(findings, made, time.monotonic() - started, len(cex.history or ()))
+
+    def _replay_program(self, cex: Counterexample, factory: str | None, wanted_attempts: int, started: float) -> "Replayed":
+        from proofs.online.stateful import run_program
+
+        if cex.program is None:
+            return Replayed([], 0, 0.0, 0, unreadable=True)
+        policy = "none" if self.model.policy == "none" else "fcfs"
+        made, failure = 0, None
+        while failure is None and made < wanted_attempts and time.monotonic() < self.deadline:
+            made += 1
+            failure = run_program(self._factory(factory), self.model.name, list(cex.program), policy,
+                                  call_seconds=self.process.call_seconds or 1.0)
+        if failure is None:
+            return Replayed([], made, time.monotonic() - started, 0)
+        return Replayed([Finding(failure.invariant, failure.text)], made, time.monotonic() - started, 0,
+                        program=failure.program)
+
+
+class Replayed(NamedTuple):
+    """What replaying one counterexample showed."""
+
+    findings: list  # the invariants broken on the attempt that failed ([] if none did)
+    attempts: int  # how many times its call (or program) ran
+    seconds: float
+    history: int  # calls of history replayed before the first attempt
+    program: tuple | None = None  # a stateful replay: the program that failed, as data
+    unreadable: bool = False  # a stateful counterexample whose program could not be read (format 1)

@@ -14,6 +14,11 @@ a result is mapped onto them:
 - a failure of the sandbox itself (``harness_error``): no finding at all, but
   ``proofs.sandbox.HarnessError``, which ends the run with exit 2 (the table of
   outcome kinds to verdicts is in proofs.sandbox).
+
+Every finding keeps the kind of outcome it came from (``Finding.kind``).  A result
+returned or an exception raised is an observation (``observed``): what the target
+did, a FAIL whether or not it happens again.  A time-out or a death is not: the
+machine may have stalled, so only these may end as ``flaky`` (proofs.search.engine).
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ from typing import NamedTuple
 
 import spec
 from proofs import models
-from proofs.sandbox import HarnessError, Outcome, TargetProcess
+from proofs.sandbox import DIED, HarnessError, Outcome, RAISED, RETURNED, TIMED_OUT, TargetProcess
+
+OBSERVED = (RETURNED, RAISED)  # the kinds of outcome that show what the target did (never flaky)
 
 
 class Finding(NamedTuple):
@@ -32,6 +39,15 @@ class Finding(NamedTuple):
     message: str
     violation: spec.Violation | None = None  # from spec.check, when there is a result
     result: object = None  # the target's result, when it returned one
+    hash_seeds: tuple = ()  # deterministic: two PYTHONHASHSEED values whose fresh interpreters disagree on the call
+    kind: str = RETURNED  # the sandbox outcome it came from: returned, raised, timed_out or died
+    history: tuple | None = None  # the calls a fresh process answered before the call, when it was confirmed so
+    reproduced: str = ""  # how it was confirmed: "alone", "history" or "no" (proofs.counterexample.REPRODUCED)
+
+    @property
+    def observed(self) -> bool:
+        """A result or an exception the target gave: a fact, whether or not it happens again."""
+        return self.kind in OBSERVED
 
 
 def _first(findings: list[Finding], model) -> list[Finding]:
@@ -43,14 +59,14 @@ def judge_valid_call(outcome: Outcome, *call, reference: dict | None = None, mod
     """The invariants a call inside the domain broke, in the model's registry order ([] if none)."""
     model = model or models.get()
     _no_harness_error(outcome)
-    if outcome.kind == "timed_out":
-        return [Finding("termination", f"the call {outcome.error}")]
-    if outcome.kind == "died":
-        return [Finding("termination", outcome.error)]
-    if outcome.kind == "raised":
+    if outcome.kind == TIMED_OUT:
+        return [Finding("termination", f"the call {outcome.error}", kind=TIMED_OUT)]
+    if outcome.kind == DIED:
+        return [Finding("termination", outcome.error, kind=DIED)]
+    if outcome.kind == RAISED:
         if outcome.error_type == "ValueError":
-            return [Finding("validation", f"a valid call raised {outcome.error}")]
-        return [Finding("termination", f"a valid call raised {outcome.error} instead of returning a result")]
+            return [Finding("validation", f"a valid call raised {outcome.error}", kind=RAISED)]
+        return [Finding("termination", f"a valid call raised {outcome.error} instead of returning a result", kind=RAISED)]
     findings = []
     if outcome.mutated:
         findings.append(Finding("input_unchanged", describe_change(call, outcome.args_after, model.parameters)))
@@ -96,12 +112,12 @@ def _short(value, limit: int = 120) -> str:
 def judge_invalid_call(outcome: Outcome, rule: str) -> list[Finding]:
     """The invariants a call outside the domain broke: it must raise ValueError and nothing else."""
     _no_harness_error(outcome)
-    if outcome.kind in ("timed_out", "died"):
-        return [Finding("termination", f"an invalid call ({rule}): {outcome.error}")]
-    if outcome.kind == "raised":
+    if outcome.kind in (TIMED_OUT, DIED):
+        return [Finding("termination", f"an invalid call ({rule}): {outcome.error}", kind=outcome.kind)]
+    if outcome.kind == RAISED:
         if outcome.error_type == "ValueError":
             return []
-        return [Finding("validation", f"an invalid call ({rule}) raised {outcome.error}, expected ValueError")]
+        return [Finding("validation", f"an invalid call ({rule}) raised {outcome.error}, expected ValueError", kind=RAISED)]
     return [Finding("validation", f"an invalid call ({rule}) returned a result, expected ValueError")]
 
 
@@ -116,10 +132,20 @@ def _same(first: Outcome, second: Outcome, model) -> bool:
             == (second.kind, model.contract_part(second.result), second.error))
 
 
+def _stalled(outcome: Outcome, where: str) -> list[Finding]:
+    """A time-out or a death of a repeated call: ``termination`` (not an observation), never ``deterministic``."""
+    _no_harness_error(outcome)
+    if outcome.kind in (TIMED_OUT, DIED):
+        text = f"the call {outcome.error}" if outcome.kind == TIMED_OUT else outcome.error
+        return [Finding("termination", f"{text} ({where})", kind=outcome.kind)]
+    return []
+
+
 def judge_repeated_call(process: TargetProcess, call, model=None) -> list[Finding]:
     """The call in a fresh process, then in another fresh process after other calls (for the
     chapter's model the other policy, one more slot, rejected inputs), then once more at once:
-    all must agree."""
+    all must agree.  A repeat that times out or dies is a ``termination`` finding of that
+    kind (which may turn out flaky), never a difference between results."""
     model = model or models.get()
     process.close()  # nothing came before: the next call starts a fresh process
     first = process.call(*call)
@@ -129,8 +155,11 @@ def judge_repeated_call(process: TargetProcess, call, model=None) -> list[Findin
         return broken
     process.close()
     for other in model.calls_between(call):
-        process.call(*other)
+        _no_harness_error(process.call(*other))
     again = process.call(*call)
+    stalled = _stalled(again, "in a fresh process after other calls")
+    if stalled:
+        return stalled
     if not _same(first, again, model):
         return [Finding(
             "deterministic",
@@ -138,6 +167,11 @@ def judge_repeated_call(process: TargetProcess, call, model=None) -> list[Findin
             "this call gave a different result than in a fresh process",
             result=again.result,
         )]
-    if not _same(again, process.call(*call), model):
-        return [Finding("deterministic", "the same call, made twice in a row, gave two different results")]
+    third = process.call(*call)
+    stalled = _stalled(third, "made twice in a row")
+    if stalled:
+        return stalled
+    if not _same(again, third, model):
+        return [Finding("deterministic", "the same call, made twice in a row, gave two different results",
+                        result=third.result)]
     return []

@@ -199,7 +199,9 @@ def _run_task(task: _Task, database=None):
             cancelled["now"] = True
             search.deadline = float("-inf")  # stop at the next deadline check
 
-    model = models.get(task.model, task.policy)
+    from proofs.models import declared
+
+    model = declared.for_target(models.get(task.model, task.policy), task.target)  # its DOMAIN, if it declares one
     with TargetProcess(task.target, call_seconds=task.call_seconds, shape=model.shape) as process:
         process.start()
         search = Search(

@@ -243,6 +243,8 @@ def features(call: Call) -> list[str]:
         named.append("token budget 1")
     if config["max_seqs"] == 1:
         named.append("one sequence")
+    if config.get("reserve_full_sequence"):
+        named.append("reserve full sequence")
     return named
 
 

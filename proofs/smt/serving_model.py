@@ -729,6 +729,13 @@ def enc_work_conserving(inp: Inputs, s: Vars) -> z3.BoolRef:
     return _all(z3.Implies(guard, term) for term in terms)  # a conjunction, so that a proof can take it a part at a time
 
 
+def enc_without_prefix_caching(inp: Inputs, s: Vars) -> z3.BoolRef:
+    # Prefix caching (issue 20) is not in this encoding: its configs have no prefix_caching, so spec.serving's State
+    # has no pool, and no_false_sharing and refcount_exact hold by their definition.  Their rows over a pool whose
+    # blocks are shared are issue 20's Z3 work, still to come.
+    return z3.BoolVal(True)
+
+
 PREDICATES: dict[str, Callable[[Inputs, Vars], z3.BoolRef]] = {
     "well_typed": enc_well_typed,
     "no_duplicate_active": enc_no_duplicate_active,
@@ -740,6 +747,8 @@ PREDICATES: dict[str, Callable[[Inputs, Vars], z3.BoolRef]] = {
     "termination": enc_termination,
     "token_budget": enc_token_budget,
     "kv_capacity": enc_kv_capacity,
+    "no_false_sharing": enc_without_prefix_caching,
+    "refcount_exact": enc_without_prefix_caching,
     "kv_exact": enc_kv_exact,
     "fcfs_admission": enc_fcfs_admission,
     "no_admission_after_preemption": enc_no_admission_after_preemption,
@@ -970,7 +979,7 @@ def normal_form(state) -> dict:
         "running": [rec(p) for p in state.running],
         "finished": sorted((rec(e.progress), e.tick) for e in state.finished),
         "aborted": sorted((rec(e.progress), e.tick) for e in state.aborted),
-        "ledger": tuple(state.ledger),
+        "ledger": tuple(state.ledger)[:4],  # computed, useful, recomputed, aborted: no cache hits without caching
         "latest": None,
     }
     latest = state.latest

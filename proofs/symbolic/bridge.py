@@ -213,8 +213,9 @@ def to_counterexamples(results: list[dict], search) -> list[tuple[Counterexample
             findings = search._valid(call)
             if findings:
                 small, finding = search._minimize_valid(call, findings[0].invariant)
-                if finding is not None:  # None: it did not fail again (flaky, in search.flaky)
-                    found.append((Counterexample(finding.invariant, ENGINE, "conformance", small, finding.message), finding.result))
+                if finding is not None:  # None: a time-out or death that did not happen again (flaky, in search.flaky)
+                    found.append((search.counterexample("conformance", small, finding)._replace(engine=ENGINE),
+                                  finding.result))
                 continue
         else:
             findings = search._invalid(call, "found by crosshair")

@@ -3,13 +3,19 @@
 - ``spec.serving.domain``: the valid inputs (``validate``, ``is_valid``);
 - ``spec.serving.state``: the frozen ``State``, the pure one-tick ``step``, ``submit``,
   ``cancel`` and the reference ``run``;
+- ``spec.serving.cache``: prefix caching's block pool and cache rules (the free queue,
+  chains, registration, hits, eviction, freeing), which the step runs when
+  ``prefix_caching`` is on;
 - ``spec.serving.invariants``: the registry ``INVARIANTS`` that every engine iterates;
 - ``spec.serving.metrics``: how the per-request records and the totals are defined;
-- ``spec.serving.oracle``: ``check``, which judges any implementation's result.
+- ``spec.serving.oracle``: ``check``, which judges any implementation's result, by one
+  replay of its trace (``result_checks``, with ``replay_policy``, ``replay_cache``,
+  ``replay_records`` and ``replay_state``).
 
 Plain Python with no engine imports, the same layout as the chapter's model in ``spec``.
 """
 
+from spec.serving.cache import Pool
 from spec.serving.domain import Config, Request, fcfs_key, is_valid, validate
 from spec.serving.state import (
     Ended,
@@ -39,6 +45,7 @@ __all__ = [
     "Ledger",
     "NAMES",
     "POLICIES",
+    "Pool",
     "Progress",
     "Request",
     "STATE_INVARIANTS",

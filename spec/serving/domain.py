@@ -1,10 +1,13 @@
 """The input domain of the serving model: exactly which calls ``serve(requests, config)`` must accept.
 
 A valid config is a dict with exactly ``max_seqs``, ``token_budget``, ``block_size``
-and ``num_blocks`` (each an int >= 1) and ``chunked_prefill`` (a bool).  Valid
-requests are a list or tuple of dicts with exactly ``id`` (an int), ``arrival``
-(>= 0), ``prompt`` (>= 1), ``output`` (>= 1) and optionally ``abort`` (an int >=
-arrival; None is rejected), ids unique.  Every int is exactly ``int`` (bool and
+and ``num_blocks`` (each an int >= 1) and ``chunked_prefill`` (a bool), and optionally
+the policy switch ``reserve_full_sequence`` (a bool, False when absent) and
+``prefix_caching`` (a bool; absent reads as False).  Valid requests are a list or
+tuple of dicts with exactly ``id`` (an int), ``arrival`` (>= 0), ``prompt`` (>= 1),
+``output`` (>= 1) and optionally ``abort`` (an int >= arrival; None is rejected) and
+``tokens`` (a list or tuple of exactly ``prompt`` ints: the prompt's token ids, read
+only with prefix caching on), ids unique.  Every int is exactly ``int`` (bool and
 other subclasses rejected); list, tuple and dict subclasses are accepted.
 
 Two more rules keep every run finite: a request's peak KV need,
@@ -19,8 +22,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
+OPTIONAL_CONFIG_KEYS = ("reserve_full_sequence", "prefix_caching")  # exactly bool; absent reads as False
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")
-OPTIONAL_KEYS = ("abort",)
+OPTIONAL_KEYS = ("abort", "tokens")
 
 
 class Request(NamedTuple):
@@ -31,6 +35,7 @@ class Request(NamedTuple):
     prompt: int
     output: int
     abort: int | None = None
+    tokens: tuple[int, ...] | None = None  # the prompt's token ids, when the caller gave them
 
     @property
     def work(self) -> int:
@@ -46,6 +51,8 @@ class Config(NamedTuple):
     block_size: int
     num_blocks: int
     chunked_prefill: bool
+    reserve_full_sequence: bool = False  # admit only when blocks for the whole known sequence are free (vLLM's default)
+    prefix_caching: bool | None = None  # None: the caller's config has no such key (caching off, as with False)
 
 
 def fcfs_key(request: Request) -> tuple[int, int]:
@@ -70,28 +77,31 @@ def validate_config(config: Any) -> Config:
         if key not in config:
             raise ValueError(f"config: missing key {key!r}")
     for key in config:
-        if key not in CONFIG_KEYS:
-            raise ValueError(f"config: unexpected key {key!r}; a config has exactly {', '.join(CONFIG_KEYS)}")
+        if key not in CONFIG_KEYS and key not in OPTIONAL_CONFIG_KEYS:
+            raise ValueError(f"config: unexpected key {key!r}; a config has exactly {', '.join(CONFIG_KEYS)} "
+                             f"and optionally {' and '.join(OPTIONAL_CONFIG_KEYS)}")
     for key in CONFIG_KEYS[:4]:
         value = config[key]
         if not _is_int(value) or value < 1:
             raise ValueError(f"config.{key}={value!r}: expected an int >= 1")
-    chunked = config["chunked_prefill"]
-    if type(chunked) is not bool:
-        raise ValueError(f"config.chunked_prefill={chunked!r}: expected a bool (True or False)")
-    return Config(*(config[key] for key in CONFIG_KEYS))
+    for key in ("chunked_prefill",) + OPTIONAL_CONFIG_KEYS:
+        if key in config and type(config[key]) is not bool:
+            raise ValueError(f"config.{key}={config[key]!r}: expected a bool (True or False)")
+    return Config(*(config[key] for key in CONFIG_KEYS), config.get("reserve_full_sequence", False),
+                  config.get("prefix_caching"))
 
 
 def _request_fields(raw: Any, where: str) -> Request:
     if not isinstance(raw, dict):
-        raise ValueError(f"{where}={raw!r}: expected a dict with keys id, arrival, prompt, output[, abort]")
+        raise ValueError(f"{where}={raw!r}: expected a dict with keys id, arrival, prompt, output[, abort][, tokens]")
     for key in REQUEST_KEYS:
         if key not in raw:
             raise ValueError(f"{where}: missing key {key!r}")
     for key in raw:
         if key not in REQUEST_KEYS and key not in OPTIONAL_KEYS:
             raise ValueError(
-                f"{where}: unexpected key {key!r}; a request has exactly id, arrival, prompt, output and optionally abort"
+                f"{where}: unexpected key {key!r}; a request has exactly id, arrival, prompt, output "
+                "and optionally abort and tokens"
             )
     request_id, arrival, prompt, output = (raw[key] for key in REQUEST_KEYS)
     if not _is_int(request_id):
@@ -107,7 +117,20 @@ def _request_fields(raw: Any, where: str) -> Request:
         abort = raw["abort"]
         if not _is_int(abort) or abort < arrival:
             raise ValueError(f"{where}.abort={abort!r}: expected an int >= arrival={arrival}")
-    return Request(request_id, arrival, prompt, output, abort)
+    tokens = None
+    if "tokens" in raw:
+        tokens = check_tokens(raw["tokens"], prompt, f"{where}.tokens")
+    return Request(request_id, arrival, prompt, output, abort, tokens)
+
+
+def check_tokens(tokens: Any, prompt: int, where: str) -> tuple[int, ...]:
+    """The prompt's token ids as a tuple; raise ValueError unless a list or tuple of exactly ``prompt`` exact ints."""
+    if not isinstance(tokens, (list, tuple)) or len(tokens) != prompt:
+        raise ValueError(f"{where}={tokens!r}: expected a list or tuple of exactly prompt={prompt} ints")
+    for position, token in enumerate(tokens):
+        if not _is_int(token):
+            raise ValueError(f"{where}[{position}]={token!r}: expected an int")
+    return tuple(tokens)
 
 
 def check_feasible(request: Request, where: str, config: Config) -> None:

@@ -3,15 +3,21 @@
 Same shape as the chapter's registry (``spec.invariants``), with the shared Invariant
 type and families (``spec.registry``): ``well_typed`` first, then the policy-free
 safety invariants (the chapter's names where the claim carries over, then the token
-budget and the KV-cache claims), then vLLM's FCFS policy, then the result's
-arithmetic and the per-call claims.  An engine with another policy (priorities, SJF,
+budget and the KV-cache claims, prefix caching's among them), then vLLM's FCFS policy
+(its prefix-cache rules first), then the result's arithmetic and the per-call claims.  An engine with another policy (priorities, SJF,
 another victim rule) must still pass every safety invariant; it is checked with
 ``policy="none"``.
 
 A state predicate reads one State between ticks (``latest`` is what the latest tick
-did).  A claim about a transition (which request the running pass preempts) has no
-state predicate; the oracle judges it by replaying the result's trace
-(``spec.serving.result_checks``), and the step is its reference.
+did).  A claim about a transition (which request the running pass preempts, which
+blocks an admission hits, which blocks a tick takes) has no state predicate; the
+oracle judges it by replaying the result's trace (``spec.serving.result_checks``), and
+the step is its reference.
+
+With prefix caching off (``state.pool`` is None) the caching claims hold at once and
+every other claim is the one of issue 10.  With it on, the safety claims judge blocks
+by what they hold (``Pool.content``) and by their counts, never by the policy's cache:
+an engine that registers at admission, or de-duplicates, passes them.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ from __future__ import annotations
 from collections import Counter
 
 from spec.registry import FAMILIES, Invariant, broken_in, build_registry
-from spec.serving import result_checks
+from spec.serving import cache, result_checks
+from spec.serving.cache import Pool
 from spec.serving.domain import Config, Request, blocks_for, fcfs_key
 from spec.serving.state import Ended, Entry, Ledger, Progress, State
 
@@ -62,13 +69,15 @@ def well_typed(state: State) -> bool:
             and is_int(r.prompt, 1)
             and is_int(r.output, 1)
             and (r.abort is None or is_int(r.abort, r.arrival))
+            and (r.tokens is None or (isinstance(r.tokens, tuple) and len(r.tokens) == r.prompt
+                                      and all(is_int(t) for t in r.tokens)))
         )
 
     def is_progress(p) -> bool:
         return (
             isinstance(p, Progress)
             and is_request(p.request)
-            and all(is_int(v, 0) for v in (p.computed, p.generated, p.preemptions, p.total, p.recomputed))
+            and all(is_int(v, 0) for v in (p.computed, p.generated, p.preemptions, p.total, p.recomputed, p.cached))
             and isinstance(p.blocks, tuple)
             and all(is_int(b) for b in p.blocks)
             and all(is_opt(v) for v in (p.start, p.first_token, p.admitted))
@@ -85,11 +94,30 @@ def well_typed(state: State) -> bool:
     def is_blocks(blocks) -> bool:
         return is_ids(blocks)
 
+    def is_pool(pool) -> bool:
+        if pool is None:
+            return not config.prefix_caching
+        return (
+            isinstance(pool, Pool)
+            and bool(config.prefix_caching)
+            and is_int(pool.fresh, 0)
+            and pool.fresh <= config.num_blocks
+            and is_ids(pool.returned)
+            and isinstance(pool.cache, tuple)
+            and all(isinstance(pair, tuple) and len(pair) == 2 and is_int(pair[1]) for pair in pool.cache)
+            and isinstance(pool.content, tuple)
+            and len(pool.content) == pool.fresh
+        )
+
     config, latest = state.config, state.latest
     return (
         isinstance(config, Config)
         and all(is_int(v, 1) for v in config[:4])
         and type(config.chunked_prefill) is bool
+        and type(config.reserve_full_sequence) is bool
+        and config.prefix_caching in (None, False, True)
+        and type(config.prefix_caching) in (type(None), bool)
+        and is_pool(state.pool)
         and is_int(state.clock, 0)
         and isinstance(state.requests, tuple)
         and all(is_request(r) for r in state.requests)
@@ -109,6 +137,8 @@ def well_typed(state: State) -> bool:
                 and is_pairs(latest.freed, is_blocks)
                 and is_pairs(latest.allocated, is_blocks)
                 and is_ids(latest.finished)
+                and (latest.hits is None or is_pairs(latest.hits, is_blocks))
+                and (config.prefix_caching or not latest.hits)
                 and _latest_ids(latest) <= {r.id for r in state.requests}
             )
         )
@@ -117,7 +147,7 @@ def well_typed(state: State) -> bool:
 
 def _latest_ids(latest: Entry) -> set:
     """Every request id the latest tick's entry names."""
-    named = {i for i, _ in latest.scheduled + latest.freed + latest.allocated}
+    named = {i for i, _ in latest.scheduled + latest.freed + latest.allocated + (latest.hits or ())}
     return named | set(latest.preempted) | set(latest.aborted) | set(latest.finished)
 
 
@@ -170,28 +200,29 @@ def nonnegative_remaining(state: State) -> bool:
 
 
 def work_conservation(state: State) -> bool:
-    """The token ledger balances per request and in total: computed = useful + recomputed + aborted (+ still cached), and a request finishes with exactly prompt + output - 1 cached.
+    """The token ledger balances per request and in total: computed + cache hits = useful + recomputed + aborted (+ still cached), and a request finishes with exactly prompt + output - 1 cached.
 
     Every computed token is accounted once, so recompute and cancellation are measured, not hidden."""
     for p in state.waiting + state.running:
-        if p.total != p.computed + p.recomputed:
+        if p.total + p.cached != p.computed + p.recomputed:
             return False
     for e in state.finished:
         p = e.progress
-        if p.computed != p.request.work or p.total != p.request.work + p.recomputed:
+        if p.computed != p.request.work or p.total + p.cached != p.request.work + p.recomputed:
             return False
     for e in state.aborted:
-        if e.progress.total != e.progress.computed + e.progress.recomputed:
+        if e.progress.total + e.progress.cached != e.progress.computed + e.progress.recomputed:
             return False
     everyone = _progress(state)
     ledger = state.ledger
     cached = sum(p.computed for p in state.running)
     return (
         ledger.computed == sum(p.total for p in everyone)
+        and ledger.hit == sum(p.cached for p in everyone)
         and ledger.recomputed == sum(p.recomputed for p in everyone)
         and ledger.aborted == sum(e.progress.computed for e in state.aborted)
         and ledger.useful == sum(e.progress.request.work for e in state.finished)
-        and ledger.computed == ledger.useful + ledger.recomputed + ledger.aborted + cached
+        and ledger.computed + ledger.hit == ledger.useful + ledger.recomputed + ledger.aborted + cached
     )
 
 
@@ -238,12 +269,58 @@ def kv_capacity(state: State) -> bool:
     return all(0 <= b < limit for b in named) and len(set(held)) <= limit
 
 
+def no_false_sharing(state: State) -> bool:
+    """Every block a running request holds at a position its cached tokens fill holds the KV of that request's own chain there, and a block being written is held by no one else.
+
+    A block shared across different prefixes, partly filled, or overwritten after an eviction gives silently wrong output."""
+    pool = state.pool
+    if pool is None:
+        return True
+    size = state.config.block_size
+    holders = Counter(b for p in state.running for b in set(p.blocks))
+    for p in state.running:
+        full = p.computed // size
+        for j, block in enumerate(p.blocks):
+            if j < full:
+                if not (0 <= block < len(pool.content) and pool.content[block] == cache.chain(p.request, j, size)):
+                    return False
+            elif holders[block] > 1:
+                return False
+    return True
+
+
+def refcount_exact(state: State) -> bool:
+    """Every block's count is the number of running requests holding it, and the free queue holds exactly the blocks of count 0, each once; the latest tick freed only blocks that reached count 0.
+
+    A count too high leaks a block forever; too low returns a block to the pool while a request still reads it."""
+    pool = state.pool
+    if pool is None:
+        return True
+    held = {b for p in state.running for b in p.blocks}
+    returned = pool.returned
+    if len(set(returned)) != len(returned) or any(not 0 <= b < pool.fresh for b in returned):
+        return False
+    if held & set(returned) or any(not 0 <= b < pool.fresh for b in held):
+        return False
+    if len(held) + len(returned) != pool.fresh:  # a taken id neither held nor in the queue: a leak
+        return False
+    latest = state.latest
+    if latest is None:
+        return True
+    freed = [b for _, blocks in latest.freed for b in blocks]
+    retaken = {b for _, blocks in latest.allocated + (latest.hits or ()) for b in blocks}
+    return all(b not in held or b in retaken for b in freed)
+
+
 def kv_exclusive(state: State) -> bool:
-    """No block is held by two requests or twice by one, none was allocated twice in the latest tick, and no freed list repeats a block.
+    """No block is held twice by one request nor, without prefix caching, by two; none was allocated twice in the latest tick, and no freed list repeats a block.
 
     A shared block lets one request overwrite another's KV cache: silently wrong output."""
-    held = [b for p in state.running for b in p.blocks]
-    if len(set(held)) != len(held):
+    if state.pool is None:
+        held = [b for p in state.running for b in p.blocks]
+        if len(set(held)) != len(held):
+            return False
+    elif any(len(set(p.blocks)) != len(p.blocks) for p in state.running):
         return False
     if state.latest is None:
         return True
@@ -257,7 +334,7 @@ def kv_exclusive(state: State) -> bool:
 
 
 def kv_exact(state: State) -> bool:
-    """A running request holds exactly ceil(computed / block_size) blocks, every other holds none, and the latest tick's freed lists gave back what the finished and aborted held.
+    """A running request holds exactly ceil(cached tokens / block_size) blocks, hits included, every other holds none, and the latest tick's freed lists gave back what the finished and aborted held and no one else holds.
 
     A block not given back is leaked: the pool shrinks until nothing can run."""
     size = state.config.block_size
@@ -275,11 +352,14 @@ def kv_exact(state: State) -> bool:
     ended = {e.progress.id: e.progress for e in state.finished + state.aborted}
     if any(i not in ended for i in latest.finished + latest.aborted):
         return False
+    shared = state.pool is not None  # with caching, a release gives back only the blocks no one else holds
     for request_id in latest.finished:
-        if len(freed.get(request_id, ())) != blocks_for(ended[request_id].request.work, size):
+        given, held = len(freed.get(request_id, ())), blocks_for(ended[request_id].request.work, size)
+        if given > held or (given < held and not shared):
             return False
     for request_id in latest.aborted:
-        if len(freed.get(request_id, ())) != blocks_for(ended[request_id].computed, size):
+        given, held = len(freed.get(request_id, ())), blocks_for(ended[request_id].computed, size)
+        if given > held or (given < held and not shared):
             return False
     held_now = {b for p in state.running for b in p.blocks}
     freed_by_finish = {b for i in latest.finished for b in freed.get(i, ())}
@@ -331,22 +411,25 @@ def no_admission_after_preemption(state: State) -> bool:
 
 
 def work_conserving(state: State) -> bool:
-    """In a tick without preemption, each admission got the chunk its rule says, and the waiting pass stopped only because the head had not arrived, max_seqs ran, the budget was spent, or the head did not fit.
+    """In a tick without preemption, each admission got the chunk its rule says, and the waiting pass stopped only because the head had not arrived, max_seqs ran, the budget was spent, or the head did not fit (its chunk's blocks, or with reserve_full_sequence its whole known length's).
 
     An admission pass that stops early leaves memory and budget idle while requests wait."""
     latest = state.latest
     if latest is None or latest.preempted or not latest.scheduled:
         return True
     config = state.config
+    size = config.block_size
     everyone = _by_id(state)
+    hit_of = dict(latest.hits or ())
     budget = config.token_budget
     for request_id, n in latest.scheduled:
         p = everyone.get(request_id)
         if p is None:
             return False
         if p.admitted == latest.tick:
-            whole_generated = n == p.request.prompt + p.generated - 1  # its whole known length, and it generated
-            chunk = config.chunked_prefill and n == budget and n < p.request.prompt + p.generated
+            start = len(hit_of.get(request_id, ())) * size  # the tokens its hits gave it
+            whole_generated = n == p.request.prompt + p.generated - 1 - start  # the rest of its known length, and it generated
+            chunk = config.chunked_prefill and n == budget and n < p.request.prompt + p.generated - start
             if not (whole_generated or chunk):
                 return False
         budget -= n
@@ -355,16 +438,21 @@ def work_conserving(state: State) -> bool:
     head = state.waiting[0]
     freed = dict(latest.freed)
     running_then = len(state.running) + len(latest.finished)
-    free_then = config.num_blocks - sum(len(p.blocks) for p in state.running)
-    free_then -= sum(len(freed.get(i, ())) for i in latest.finished)
+    # the blocks held when the waiting pass stopped: the running ones' now, and those the finishers gave back since
+    held_then = {b for p in state.running for b in p.blocks} | {b for i in latest.finished for b in freed.get(i, ())}
+    free_then = config.num_blocks - len(held_then)
     if head.request.arrival > latest.tick or running_then >= config.max_seqs or budget <= 0:
         return True
-    n = head.known
+    hits = () if state.pool is None else cache.longest_hit(state.pool, head.request, head.known, size)
+    start = len(hits) * size
+    n = head.known - start
     if config.chunked_prefill:
         n = min(n, budget)
     elif n > budget:
         return True
-    return blocks_for(n, config.block_size) > free_then
+    evictable = sum(1 for b in hits if b not in held_then)
+    tokens = head.known if config.reserve_full_sequence else start + n  # the whole known length, or its chunk
+    return blocks_for(tokens, size) - len(hits) + evictable > free_then
 
 
 _FAMILY = {
@@ -378,6 +466,8 @@ _FAMILY = {
     "termination": "safety",
     "token_budget": "safety",
     "kv_capacity": "safety",
+    "no_false_sharing": "safety",
+    "refcount_exact": "safety",
     "kv_exclusive": "safety",
     "kv_exact": "safety",
     "fcfs_admission": "policy",
@@ -387,6 +477,22 @@ _FAMILY = {
 }
 
 # --- claims that are not about one state ----------------------------------------------
+
+_LONGEST_PREFIX_HIT = (
+    "longest_prefix_hit",
+    "policy",
+    """Each admission takes, for positions 0, 1, ... of its known sequence capped at known - 1 tokens, the earliest-registered block of each cached chain, as long a run as the cache holds, and no block that is not registered.
+
+    A shorter hit recomputes what is cached; a longer one, or a hit on the whole sequence, computes nothing for the next token.""",
+)
+
+_LRU_EVICTION = (
+    "lru_eviction",
+    "policy",
+    """Every new block comes from the head of the free queue, which releases fill at the tail in the tick's order (aborts in (arrival, id) order, victims, then finishers in running order), each last block first.
+
+    The tail of a sequence is evicted first and the oldest free block before a newer one, so the prefixes most likely to recur stay cached.""",
+)
 
 _PREEMPT_NEWEST = (
     "preempt_newest",
@@ -407,7 +513,7 @@ _OTHER_CLAIMS = (
     (
         "matches_reference",
         "metrics",
-        """The result equals the reference run's (``spec.serving.run``) on every tick and every request, block ids excepted.
+        """The result equals the reference run's (``spec.serving.run``) on every tick and every request, block ids excepted (with prefix caching, up to the renaming fixed by the order ids are first taken).
 
         The named invariants can all hold while the schedule is still not vLLM's FCFS one; another allocator may pick other free blocks, which safety checks.""",
     ),
@@ -448,8 +554,12 @@ CLAIMS = (
     termination,
     token_budget,
     kv_capacity,
+    no_false_sharing,
+    refcount_exact,
     kv_exclusive,
     kv_exact,
+    _LONGEST_PREFIX_HIT,
+    _LRU_EVICTION,
     fcfs_admission,
     running_first,
     _PREEMPT_NEWEST,

@@ -10,6 +10,16 @@ plus one (0 if none); ``computed_tokens`` the sum of n over the trace;
 the cached tokens of each request when it is aborted; ``token_utilization`` is
 computed_tokens / (token_budget * makespan_ticks), 0.0 for an empty run.  Work
 conservation: computed = useful + recomputed + aborted.
+
+With prefix caching (issue 20) a request's ``cached`` is the tokens it took from cache
+hits over all its admissions, and ``cache_hit_tokens`` their total; ``computed`` keeps
+its meaning (hits excluded), and work conservation becomes computed + cache_hit_tokens
+= useful + recomputed + aborted, where recomputed and aborted count the tokens a
+request held (computed or hit) when it was preempted or aborted.  An entry's ``hits``
+lists the blocks each admitted request took from the cache.  These three keys are in
+the result exactly when the caller's config names ``prefix_caching`` (True or False),
+so a call of today gets today's result; an engine may omit them (absent reads as
+empty or 0).
 """
 
 from __future__ import annotations
@@ -30,6 +40,9 @@ TOTAL_KEYS = (
     "preemptions",
 )
 ENTRY_KEYS = ("tick", "scheduled", "preempted", "aborted", "freed", "allocated", "finished")
+CACHE_ENTRY_KEY = "hits"  # optional in an entry: [[id, [block ids]], ...], the blocks each admission hit
+CACHE_RECORD_KEY = "cached"  # optional in a record: tokens taken from hits
+CACHE_TOTAL_KEY = "cache_hit_tokens"  # optional total: every request's cached
 
 
 def token_utilization(computed: int, token_budget: int, makespan: int) -> float:
@@ -38,8 +51,8 @@ def token_utilization(computed: int, token_budget: int, makespan: int) -> float:
 
 
 def trace_entry(entry: Entry) -> dict:
-    """The result's JSON-able trace entry of one tick (lists, not tuples)."""
-    return {
+    """The result's JSON-able trace entry of one tick (lists, not tuples); ``hits`` when the config names caching."""
+    out = {
         "tick": entry.tick,
         "scheduled": [[i, n] for i, n in entry.scheduled],
         "preempted": list(entry.preempted),
@@ -48,15 +61,21 @@ def trace_entry(entry: Entry) -> dict:
         "allocated": [[i, list(blocks)] for i, blocks in entry.allocated],
         "finished": list(entry.finished),
     }
+    if entry.hits is not None:
+        out["hits"] = [[i, list(blocks)] for i, blocks in entry.hits]
+    return out
 
 
-def request_record(ended: Ended, finished: bool) -> dict:
-    """The ``requests`` record of one request that left: the caller's keys, then its counters."""
+def request_record(ended: Ended, finished: bool, caching_keys: bool = False) -> dict:
+    """The ``requests`` record of one request that left: the caller's keys, then its counters (``cached`` too when
+    ``caching_keys``)."""
     progress = ended.progress
     request = progress.request
     record = {"id": request.id, "arrival": request.arrival, "prompt": request.prompt, "output": request.output}
     if request.abort is not None:
         record["abort"] = request.abort
+    if request.tokens is not None:
+        record["tokens"] = list(request.tokens)
     record.update(
         start=progress.start,
         first_token=progress.first_token,
@@ -66,16 +85,19 @@ def request_record(ended: Ended, finished: bool) -> dict:
         preemptions=progress.preemptions,
         computed=progress.total,
     )
+    if caching_keys:
+        record["cached"] = progress.cached
     return record
 
 
 def result_from_run(final: State, trace: list[dict]) -> dict:
     """The result dict of a finished run, in the contract's shape."""
-    records = [request_record(e, True) for e in final.finished] + [request_record(e, False) for e in final.aborted]
+    keys = final.config.prefix_caching is not None
+    records = [request_record(e, True, keys) for e in final.finished] + [request_record(e, False, keys) for e in final.aborted]
     records.sort(key=lambda record: record["id"])
     makespan = max((entry["tick"] + 1 for entry in trace if entry["scheduled"]), default=0)
     ledger = final.ledger
-    return {
+    result = {
         "trace": trace,
         "requests": records,
         "makespan_ticks": makespan,
@@ -86,3 +108,6 @@ def result_from_run(final: State, trace: list[dict]) -> dict:
         "token_utilization": token_utilization(ledger.computed, final.config.token_budget, makespan),
         "preemptions": sum(record["preemptions"] for record in records),
     }
+    if keys:
+        result["cache_hit_tokens"] = ledger.hit
+    return result

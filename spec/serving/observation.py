@@ -4,6 +4,8 @@
 result has the contract's shape, and the replay's findings) or the ``well_typed``
 Violation that says what is wrong with it.  Lists may be tuples, dicts and lists may
 be subclasses, and extra keys are ignored.  It runs in time linear in the result.
+Prefix caching's ``hits`` (an entry), ``cached`` (a record) and ``cache_hit_tokens``
+(the totals) may be absent: absent reads as empty or 0.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any, NamedTuple
 
 from spec.registry import Violation, type_error
 from spec.serving.domain import Config, Request
-from spec.serving.metrics import ENTRY_KEYS, RECORD_KEYS, TOTAL_KEYS
+from spec.serving.metrics import CACHE_ENTRY_KEY, CACHE_RECORD_KEY, CACHE_TOTAL_KEY, ENTRY_KEYS, RECORD_KEYS, TOTAL_KEYS
 
 RESULT_KEYS = ("trace", "requests") + TOTAL_KEYS
 INT_TOTALS = tuple(key for key in TOTAL_KEYS if key != "token_utilization")
@@ -30,6 +32,7 @@ class Tick(NamedTuple):
     freed: list  # [(id, [block])]
     allocated: list  # [(id, [block])]
     finished: list  # [id]
+    hits: list | tuple = ()  # [(id, [block])]: prefix caching's hits (absent: none)
 
 
 class Observation(NamedTuple):
@@ -42,6 +45,7 @@ class Observation(NamedTuple):
     records: list  # the result's `requests` entries (dicts)
     policy: str  # "fcfs" or "none"
     findings: dict  # invariant name -> its earliest Violation, from spec.serving.result_checks.replay
+    cache_hit_tokens: int = 0  # the result's total (absent: 0)
 
     @property
     def by_id(self) -> dict:
@@ -69,7 +73,7 @@ def _ids(value: Any, known: set, where: str, key: str) -> list | Violation:
 
 
 def _pairs(value: Any, known: set, where: str, key: str) -> list | Violation:
-    """[id, n] pairs (key 'scheduled'), or (id, blocks) pairs, blocks a list of int block ids (key 'freed', 'allocated')."""
+    """[id, n] pairs (key 'scheduled'), or (id, blocks) pairs, blocks a list of int block ids (key 'freed', 'allocated', 'hits')."""
     blocks = key != "scheduled"
     second = "blocks" if blocks else "n"
     if type(value) is list and not value:
@@ -146,6 +150,11 @@ def read_entry(index: int, entry: Any, known: set, where: str | None = None) -> 
     for part in parts:
         if isinstance(part, Violation):
             return part
+    if CACHE_ENTRY_KEY in entry:
+        hits = _pairs(entry[CACHE_ENTRY_KEY], known, where, CACHE_ENTRY_KEY)
+        if isinstance(hits, Violation):
+            return hits
+        return Tick(index, entry["tick"], *parts, hits)
     return Tick(index, entry["tick"], *parts)
 
 
@@ -164,6 +173,8 @@ def _record(index: int, record: Any) -> Violation | None:
             return type_error(f"result {where}[{key!r}]", record[key], "an int or None")
     if "abort" in record and not _int(record["abort"]):
         return type_error(f"result {where}['abort']", record["abort"], "an int")
+    if CACHE_RECORD_KEY in record and not _int(record[CACHE_RECORD_KEY]):
+        return type_error(f"result {where}[{CACHE_RECORD_KEY!r}]", record[CACHE_RECORD_KEY], "an int")
     return None
 
 
@@ -181,6 +192,9 @@ def observe(requests: tuple[Request, ...], config: Config, result: Any, policy: 
             return type_error(f"result[{key!r}]", result[key], "an int")
     if not isinstance(result["token_utilization"], float):
         return type_error("result['token_utilization']", result["token_utilization"], "a float")
+    hit_tokens = result.get(CACHE_TOTAL_KEY, 0)
+    if not _int(hit_tokens):
+        return type_error(f"result[{CACHE_TOTAL_KEY!r}]", hit_tokens, "an int")
     records = result["requests"]
     if not isinstance(records, _LISTS):
         return type_error("result['requests']", records, "a list of request records")
@@ -198,4 +212,4 @@ def observe(requests: tuple[Request, ...], config: Config, result: Any, policy: 
         if isinstance(parsed, Violation):
             return parsed
         ticks.append(parsed)
-    return Observation(tuple(requests), config, result, ticks, list(records), policy, {})
+    return Observation(tuple(requests), config, result, ticks, list(records), policy, {}, hit_tokens)

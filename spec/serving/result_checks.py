@@ -7,8 +7,18 @@ linked lists (O(1) push, pop and removal).  Every broken claim is recorded under
 invariant at the earliest tick it shows; the replay then follows the trace (what the
 implementation did), except that blocks a request failed to give back are released,
 so that one leak does not read as later double allocations.  The policy checks (vLLM
-FCFS) simulate the tick's running pass and waiting pass from the replayed state, for
-only as many steps as the entry lists, so the whole replay is linear in the trace.
+FCFS, ``spec.serving.replay_policy``) simulate the tick's running pass and waiting
+pass from the replayed state, for only as many steps as the entry lists, so the
+whole replay is linear in the trace.  With prefix caching on, the blocks are judged by
+content and count and the FCFS pool's free queue and cache are rebuilt by the rules
+(``spec.serving.replay_cache``); the records and totals are checked at the end
+(``spec.serving.replay_records``).
+
+The order of ids within an entry's ``aborted`` or ``finished`` carries no rule: they
+are read as sets.  The orders that are rules: ``scheduled`` (the running order, then
+admissions), ``preempted`` (the victims, newest first), each ``freed`` list (table
+order), the freed lists by role (aborted, then preempted in preemption order, then
+finished), and with caching the free queue's order (``lru_eviction``).
 
 Limitation: a request that is both scheduled and preempted in one tick is read as
 preempted first, then admitted again (the contract never does either).
@@ -16,16 +26,16 @@ preempted first, then admitted again (the contract never does either).
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from typing import Callable
 
 from spec.registry import Violation, replay_finding
-from spec.serving.domain import blocks_for, fcfs_key
-from spec.serving.metrics import token_utilization
+from spec.serving.domain import fcfs_key
 from spec.serving.observation import Observation, Tick
-
-WAITING, RUNNING, FINISHED, ABORTED = "waiting", "running", "finished", "aborted"
+from spec.serving.replay_cache import CacheBook, RulesPool
+from spec.serving.replay_policy import FcfsChecks
+from spec.serving.replay_records import RecordChecks
+from spec.serving.replay_state import ABORTED, FINISHED, RUNNING, WAITING, Order, ReplayRequest, is_subsequence
 
 # the invariants a replay can find, in registry order; each check reads obs.findings
 CHECKED = (
@@ -38,8 +48,12 @@ CHECKED = (
     "termination",
     "token_budget",
     "kv_capacity",
+    "no_false_sharing",
+    "refcount_exact",
     "kv_exclusive",
     "kv_exact",
+    "longest_prefix_hit",
+    "lru_eviction",
     "fcfs_admission",
     "running_first",
     "preempt_newest",
@@ -54,94 +68,7 @@ RESULT_CHECKS: dict[str, Callable[[Observation], Violation | None]] = {name: rep
 _NO_FREED = {"abort": (), "preempt": (), "finish": (), "other": ()}  # an entry that frees nothing (never written)
 
 
-class _Order:
-    """An ordered set of ids: O(1) push at either end (moving an id already in), removal, and stepping either way."""
-
-    __slots__ = ("after", "before", "first", "last")
-
-    def __init__(self, ids=()):
-        self.after: dict = {}
-        self.before: dict = {}
-        self.first = None
-        self.last = None
-        for item in ids:
-            self.push_back(item)
-
-    def __len__(self) -> int:
-        return len(self.after)
-
-    def __contains__(self, item) -> bool:
-        return item in self.after
-
-    def push_back(self, item) -> None:
-        self.remove(item)
-        self.after[item] = None
-        self.before[item] = self.last
-        if self.last is None:
-            self.first = item
-        else:
-            self.after[self.last] = item
-        self.last = item
-
-    def push_front(self, item) -> None:
-        self.remove(item)
-        self.before[item] = None
-        self.after[item] = self.first
-        if self.first is None:
-            self.last = item
-        else:
-            self.before[self.first] = item
-        self.first = item
-
-    def remove(self, item) -> None:
-        """Take ``item`` out (nothing happens when it is not in)."""
-        if item not in self.after:
-            return
-        before, after = self.before.pop(item), self.after.pop(item)
-        if before is None:
-            self.first = after
-        else:
-            self.after[before] = after
-        if after is None:
-            self.last = before
-        else:
-            self.before[after] = before
-
-
-class _Request:
-    """What the trace implies about one request so far."""
-
-    __slots__ = (
-        "request", "status", "cached", "generated", "known", "held", "total", "start", "first_token",
-        "preemptions", "finish", "aborted_at", "overdue", "arrival", "until", "output",
-    )
-
-    def __init__(self, request):
-        self.request = request
-        self.arrival = request.arrival  # the request's own fields the replay reads every tick, at hand
-        self.until = math.inf if request.abort is None else request.abort  # it may be scheduled in [arrival, until)
-        self.output = request.output
-        self.status = WAITING
-        self.cached = 0
-        self.generated = 0
-        self.known = request.prompt  # prompt + generated, kept up to date with generated
-        self.held: dict = {}  # block id -> None, in the order taken
-        self.total = 0
-        self.start = None
-        self.first_token = None
-        self.preemptions = 0
-        self.finish = None
-        self.aborted_at = None
-        self.overdue = False
-
-
-def _is_subsequence(part: list, whole: list) -> bool:
-    position = {item: index for index, item in enumerate(whole)}
-    indices = [position.get(item, -1) for item in part]
-    return all(i >= 0 for i in indices) and indices == sorted(indices)
-
-
-class Replay:
+class Replay(FcfsChecks, RecordChecks):
     """The incremental replay: feed it one Tick at a time (``tick``), then ``end`` (or ``close``, for a whole result).
 
     ``found`` maps each invariant to its earliest Violation; ``first_tick_found`` is the
@@ -155,9 +82,9 @@ class Replay:
         self.fcfs = policy == "fcfs"
         self.found: dict[str, Violation] = {}
         ordered = sorted(requests, key=fcfs_key)
-        self.of = {request.id: _Request(request) for request in ordered}
-        self.waiting = _Order(request.id for request in ordered)
-        self.running = _Order()
+        self.of = {request.id: ReplayRequest(request) for request in ordered}
+        self.waiting = Order(request.id for request in ordered)
+        self.running = Order()
         self.owner: dict[int, int] = {}  # block id -> the request that holds it
         self.pending = sorted((r.abort, r.arrival, r.id) for r in ordered if r.abort is not None)
         self.next_abort = 0
@@ -169,6 +96,9 @@ class Replay:
         self.work_so_far = 0  # tokens scheduled and requests aborted, up to the current entry
         self.tick_ids: list = []  # the current entry's scheduled ids, and its tokens (check_entry keeps them)
         self.tick_total = 0
+        self.hit_tokens = 0  # tokens taken from cache hits, all requests together
+        self.book = CacheBook(self) if config.prefix_caching else None  # prefix caching: blocks by content and count
+        self.rules = RulesPool(self.book) if self.book is not None and self.fcfs else None  # and the FCFS pool
 
     # --- recording ---------------------------------------------------------------
 
@@ -179,7 +109,7 @@ class Replay:
                 name, message, tick=tick, job=ids[0] if ids else None, expected=expected, actual=actual, ids=ids
             )
 
-    def forget(self, r: _Request) -> None:
+    def forget(self, r: ReplayRequest) -> None:
         """Without records to check, an ended request keeps only its status and end tick (a stream's memory)."""
         if not self.records:
             r.start = r.first_token = None
@@ -292,13 +222,24 @@ class Replay:
 
     def tick(self, entry: Tick) -> None:
         """Replay one trace entry: aborts, frees, preemptions, the scheduled list, admissions, compute, finishes."""
+        book, rules = self.book, self.rules
+        if book is not None:
+            entry = book.rename(entry)
+        elif entry.hits:
+            self.hits_without_caching(entry)
         self.check_entry(entry)
         aborted_now = self.aborts(entry)
         freed = self.freed_by_role(entry) if entry.freed else _NO_FREED
-        for request_id, blocks in freed["abort"]:
-            self.free(request_id, blocks, entry.tick, "aborted")
-        for request_id in aborted_now:
-            self.release_leak(request_id, entry.tick, "is aborted")
+        if rules is not None:
+            for request_id in sorted(aborted_now, key=lambda i: fcfs_key(self.of[i].request)):
+                rules.release(request_id)
+        if book is not None:
+            book.release(entry.tick, "is aborted", aborted_now, freed["abort"])
+        else:
+            for request_id, blocks in freed["abort"]:
+                self.free(request_id, blocks, entry.tick, "aborted")
+            for request_id in aborted_now:
+                self.release_leak(request_id, entry.tick, "is aborted")
         expected_victims = expected_running = None
         if self.fcfs:  # the policy's view of the running pass, before this tick's preemptions
             expected_victims, granted = self.simulate_victims(len(entry.scheduled) + len(entry.preempted) + 1)
@@ -306,6 +247,7 @@ class Replay:
                 expected_running = granted  # no victims, none given: the victims' walk is the running pass
             else:
                 expected_running = self.simulate_running(set(entry.preempted), len(entry.scheduled) + 1)
+        victims = [i for i in entry.preempted if self.of[i].status == RUNNING] if rules is not None else ()
         if entry.preempted or freed["preempt"]:
             self.preemptions_of(entry, freed["preempt"])
         if self.fcfs and expected_victims != entry.preempted:
@@ -313,17 +255,59 @@ class Replay:
         running_part, admissions = self.scheduled(entry)
         if self.fcfs:
             self.judge_running_pass(entry, expected_running, running_part, admissions)
-        self.admit(entry, running_part, admissions)
-        for request_id, blocks in entry.allocated:
-            self.allocate(request_id, blocks, entry.tick)
+        allocated_of: dict = {}
+        if book is not None:
+            for request_id, blocks in entry.allocated:
+                allocated_of.setdefault(request_id, []).extend(blocks)
+        if rules is not None:
+            self.rules_running_pass(entry.tick, running_part, victims, allocated_of)
+        if book is not None:  # in the order taken: the running pass, then each admission's hits and new blocks
+            for request_id, _ in running_part:
+                book.take(entry.tick, request_id, allocated_of.pop(request_id, ()))
+        self.admit(entry, running_part, admissions, allocated_of)
+        if book is None:
+            for request_id, blocks in entry.allocated:
+                self.allocate(request_id, blocks, entry.tick)
+        else:
+            for request_id, blocks in allocated_of.items():  # given to a request the tick does not schedule
+                book.take(entry.tick, request_id, blocks)
         done_now = self.compute(entry)
+        if book is not None:
+            book.judge(entry.tick)
         if entry.finished or done_now or freed["finish"]:
             self.finishes(entry, done_now, freed["finish"])
         for request_id, blocks in freed["other"]:
-            self.free(request_id, blocks, entry.tick, "neither aborted, preempted nor finished")
+            if book is not None:
+                book.release_some(entry.tick, request_id, blocks)
+            else:
+                self.free(request_id, blocks, entry.tick, "neither aborted, preempted nor finished")
         self.blocks_after(entry, freed["other"])
         if entry.scheduled:
             self.last_scheduled_tick = entry.tick
+
+    def hits_without_caching(self, entry: Tick) -> None:
+        """With prefix caching off there is no cache: a hit shares a block no request was given by the pool."""
+        request_id, blocks = entry.hits[0]
+        self.report(
+            "kv_exclusive",
+            f"tick {entry.tick} lists hits {[[i, list(b)] for i, b in entry.hits]}, but prefix_caching is off: "
+            "every block a request holds is its own, taken from the pool",
+            tick=entry.tick, ids=[request_id], actual=list(blocks),
+        )
+
+    def rules_running_pass(self, t: int, running_part: list, victims: list, allocated_of: dict) -> None:
+        """The FCFS pool through the running pass: victims give back as the blocks run short, each new block from the head."""
+        rules, of = self.rules, self.of
+        pending = list(victims)
+        for request_id, n in running_part:
+            new = allocated_of.get(request_id, ())
+            while pending and rules.free_len() < len(new):
+                rules.release(pending.pop(0))
+            if new:
+                rules.take(t, request_id, new)
+            rules.register(request_id, of[request_id].cached + n)
+        for request_id in pending:
+            rules.release(request_id)
 
     def check_entry(self, entry: Tick) -> None:
         """The entry's own rules: ticks ascend, something happens, the bound holds, no list repeats an id.
@@ -362,15 +346,10 @@ class Replay:
                     tick=t, ids=twice, expected=1, actual=ids.count(twice[0]),
                 )
     def aborts(self, entry: Tick) -> list:
-        """Step 2: the entry's aborts, each exactly at its abort tick; every abort due by now must be there."""
+        """Step 2: the entry's aborts (a set: their order carries no rule), each exactly at its abort tick; every
+        abort due by now must be there."""
         t = entry.tick
         self.overdue_aborts(t)
-        keys = [fcfs_key(self.of[i].request) for i in entry.aborted]
-        if keys != sorted(keys):
-            self.report(
-                "metrics_consistent", f"tick {t} lists aborted {list(entry.aborted)}, not in (arrival, id) order",
-                tick=t, ids=entry.aborted,
-            )
         aborted_now = []
         for request_id in entry.aborted:
             r = self.of[request_id]
@@ -397,14 +376,15 @@ class Replay:
         return aborted_now
 
     def freed_by_role(self, entry: Tick) -> dict[str, list]:
-        """The entry's freed lists by who gives the blocks back; they must come aborted, preempted, finished.
+        """The entry's freed lists by who gives the blocks back; they must come aborted, preempted (in preemption
+        order), finished; within the aborted and the finished their order carries no rule.
 
         A request can give blocks back twice in one tick (preempted, admitted again and finished, under
         another policy): its freed lists are matched to its roles in that order."""
         roles_of: dict[int, list] = {}
         for rank, (role, ids) in enumerate((("abort", entry.aborted), ("preempt", entry.preempted), ("finish", entry.finished))):
             for index, request_id in enumerate(ids):
-                roles_of.setdefault(request_id, []).append((role, (rank, index)))
+                roles_of.setdefault(request_id, []).append((role, (rank, index if role == "preempt" else 0)))
         for roles in roles_of.values():
             roles.reverse()  # pop() gives the earliest role first
         freed: dict[str, list] = {"abort": [], "preempt": [], "finish": [], "other": []}
@@ -418,7 +398,7 @@ class Replay:
             self.report(
                 "metrics_consistent",
                 f"tick {entry.tick} lists freed {[i for i, _ in entry.freed]} out of order: the aborted, then the "
-                "preempted, then the finished, each in its list's order",
+                "preempted in preemption order, then the finished",
                 tick=entry.tick, ids=[i for i, _ in entry.freed],
             )
         return freed
@@ -426,6 +406,7 @@ class Replay:
     def preemptions_of(self, entry: Tick, freed: list) -> None:
         """Step 4's preemptions: each victim was running, goes to the front of the waiting queue, gives back all."""
         t = entry.tick
+        victims = []
         for request_id in entry.preempted:
             r = self.of[request_id]
             if r.status != RUNNING:
@@ -442,6 +423,10 @@ class Replay:
             r.status = WAITING
             self.running.remove(request_id)
             self.waiting.push_front(request_id)
+            victims.append(request_id)
+        if self.book is not None:
+            self.book.release(t, "is preempted", victims, freed)
+            return
         for request_id, blocks in freed:
             self.free(request_id, blocks, t, "preempted")
         for request_id in entry.preempted:
@@ -478,7 +463,7 @@ class Replay:
             )
         if entry.allocated:
             allocated_ids = [i for i, _ in entry.allocated]
-            if not _is_subsequence(allocated_ids, scheduled_ids):
+            if not is_subsequence(allocated_ids, scheduled_ids):
                 self.report(
                     "metrics_consistent",
                     f"tick {t} lists allocated {allocated_ids}, not in scheduled order {scheduled_ids}",
@@ -486,7 +471,7 @@ class Replay:
                 )
         return running_part, admissions
 
-    def scheduled_problems(self, t: int, r: _Request, n: int) -> None:
+    def scheduled_problems(self, t: int, r: ReplayRequest, n: int) -> None:
         """The per-request rules of one scheduled pair: n >= 1, arrived, not aborted yet, not finished."""
         request = r.request
         request_id = request.id
@@ -527,8 +512,11 @@ class Replay:
                 tick=t, ids=[i for i, _ in admissions] + list(entry.preempted),
             )
 
-    def admit(self, entry: Tick, running_part: list, admissions: list) -> None:
-        """Step 5: the admissions join the running list, judged against the waiting pass the policy would run."""
+    def admit(self, entry: Tick, running_part: list, admissions: list, allocated_of: dict) -> None:
+        """Step 5: the admissions join the running list, judged against the waiting pass the policy would run.
+
+        With prefix caching an admission's hits start its table and its cached tokens; the FCFS pool
+        judges them and its new blocks (``spec.serving.replay_cache.RulesPool``)."""
         t, config = entry.tick, self.config
         allocated: dict = {}
         for request_id, blocks in entry.allocated:
@@ -538,6 +526,8 @@ class Replay:
         if allocated:
             running_ids = [i for i, _ in running_part]
             free -= sum([blocks * running_ids.count(i) for i, blocks in allocated.items()])
+        hits_of = self.hits_of(entry, admissions) if entry.hits else {}
+        book, rules = self.book, self.rules
         in_step = self.fcfs and not entry.preempted
         for request_id, n in admissions:
             r = self.of[request_id]
@@ -550,7 +540,22 @@ class Replay:
                 )
                 in_step = False
             if in_step:
-                self.judge_admission(t, r, n, budget, free)
+                self.judge_admission(t, r, n, budget, free if rules is None else rules.free_len())
+            hits = hits_of.get(request_id, ())
+            if rules is not None:
+                rules.admit(t, request_id, r.known, list(hits))
+                rules.take(t, request_id, allocated_of.get(request_id, ()))
+                rules.register(request_id, len(hits) * config.block_size + n)
+            if hits:
+                if book is not None:
+                    book.hit(t, request_id, hits)
+                else:
+                    self.allocate(request_id, hits, t)
+                r.cached = len(hits) * config.block_size
+                r.hit_tokens += r.cached
+                self.hit_tokens += r.cached
+            if book is not None:
+                book.take(t, request_id, allocated_of.pop(request_id, ()))
             self.waiting.remove(request_id)
             self.running.push_back(request_id)
             r.status = RUNNING
@@ -566,7 +571,23 @@ class Replay:
                     tick=t, ids=[request_id], expected=f"<= {config.max_seqs}", actual=len(self.running),
                 )
         if in_step:
-            self.judge_stop(t, budget, free)
+            self.judge_stop(t, budget, free if rules is None else rules.free_len())
+
+    def hits_of(self, entry: Tick, admissions: list) -> dict:
+        """The entry's hits by request; a hit of a request the tick does not admit is reported (hits start a table)."""
+        admitted = {request_id for request_id, _ in admissions}
+        hits_of: dict = {}
+        for request_id, blocks in entry.hits:
+            if request_id not in admitted or request_id in hits_of:
+                self.report(
+                    "metrics_consistent",
+                    f"tick {entry.tick} lists hits for request {request_id}, which it does not admit "
+                    "(or lists twice): only an admission takes blocks from the cache",
+                    tick=entry.tick, ids=[request_id],
+                )
+                continue
+            hits_of[request_id] = blocks
+        return hits_of
 
     def compute(self, entry: Tick) -> list:
         """Step 6: cached tokens grow, output tokens are generated; returns the requests that got their last one."""
@@ -577,10 +598,13 @@ class Replay:
         if self.records:  # every token computed for a request, for its record (a stream has none to check)
             for request_id, n in entry.scheduled:
                 of[request_id].total += n
+        book = self.book
         for request_id, n in entry.scheduled:
             r = of[request_id]
             if r.status != RUNNING or n < 1:
                 continue
+            if book is not None:
+                book.write(t, request_id, r.cached, r.cached + n)
             cached = r.cached = r.cached + n
             known = r.known
             if cached < known:
@@ -609,15 +633,18 @@ class Replay:
         return done_now
 
     def finishes(self, entry: Tick, done_now: list, freed: list) -> None:
-        """The entry's finished list: exactly the requests that got their last token, each with all its work."""
+        """The entry's finished list (a set: its order carries no rule): exactly the requests that got their last
+        token, each with all its work; they give their blocks back (with caching, the FCFS pool's in running order)."""
         t = entry.tick
         scheduled_ids = self.tick_ids
-        if not _is_subsequence(list(entry.finished), scheduled_ids):
+        outside = [i for i in entry.finished if i not in scheduled_ids]
+        if outside:
             self.report(
                 "metrics_consistent",
-                f"tick {t} lists finished {list(entry.finished)}, not in scheduled order {scheduled_ids}",
-                tick=t, ids=list(entry.finished),
+                f"tick {t} lists finished {list(entry.finished)}, but does not schedule request {outside[0]}",
+                tick=t, ids=outside,
             )
+        leaving = []
         for request_id in entry.finished:
             r = self.of[request_id]
             if r.status in (FINISHED, ABORTED):
@@ -639,6 +666,7 @@ class Replay:
             r.status, r.finish = FINISHED, t + 1
             self.forget(r)
             self.useful += work
+            leaving.append(request_id)
         finished = set(entry.finished)
         for request_id in done_now:
             if request_id not in finished:
@@ -648,6 +676,25 @@ class Replay:
                     "but the tick does not list it finished",
                     tick=t, ids=[request_id],
                 )
+        if self.rules is not None:
+            gone = set(leaving)
+            for request_id in scheduled_ids:
+                if request_id in gone:
+                    self.rules.release(request_id)
+        if self.book is not None:
+            size = self.config.block_size
+            for request_id in leaving:  # its table as it computed its last token (the running ones: blocks_after)
+                r = self.of[request_id]
+                if len(r.held) != -(-r.cached // size):
+                    self.report(
+                        "kv_exact",
+                        f"request {request_id} computes its last token in tick {t} holding {len(r.held)} blocks "
+                        f"{self.book.names(r.held)} for {r.cached} cached tokens; ceil({r.cached}/{size}) = "
+                        f"{-(-r.cached // size)}",
+                        tick=t, ids=[request_id], expected=-(-r.cached // size), actual=len(r.held),
+                    )
+            self.book.release(t, "finishes", leaving, freed)
+            return
         for request_id, blocks in freed:
             self.free(request_id, blocks, t, "finished")
         for request_id in entry.finished:
@@ -666,275 +713,18 @@ class Replay:
             if r.status == RUNNING:
                 if len(r.held) != -(-r.cached // size):  # blocks_for(r.cached, size)
                     need = -(-r.cached // size)
+                    shown = list(r.held) if self.book is None else self.book.names(r.held)
                     self.report(
                         "kv_exact",
-                        f"after tick {t} request {request_id} holds {len(r.held)} blocks {list(r.held)} for "
+                        f"after tick {t} request {request_id} holds {len(r.held)} blocks {shown} for "
                         f"{r.cached} cached tokens; ceil({r.cached}/{size}) = {need}",
                         tick=t, ids=[request_id], expected=need, actual=len(r.held),
                     )
             elif r.held:
-                self.release_leak(request_id, t, f"is {r.status} and still holds blocks")
-
-    # --- the policy: vLLM FCFS ---------------------------------------------------
-
-    def simulate_victims(self, steps: int) -> tuple[list, list]:
-        """The victims the running pass preempts from the replayed state (at most ``steps`` requests looked at).
-
-        Also the [id, n] pairs it grants on the way: with no victims, that is the running pass itself."""
-        config, of = self.config, self.of
-        after, before = self.running.after, self.running.before
-        budget, size = config.token_budget, config.block_size
-        free = config.num_blocks - len(self.owner)
-        victims, granted = [], []
-        current, end = self.running.first, self.running.last
-        while current is not None and steps > 0:
-            steps -= 1
-            r = of[current]
-            cached = r.cached
-            n = r.known - cached
-            if n > budget:
-                n = budget
-            if n <= 0:
-                break
-            extra = -(-(cached + n) // size) - len(r.held)  # blocks_for(cached + n) - held
-            if free < extra:
-                self_preempted = False
-                while free < extra:
-                    victims.append(end)
-                    free += len(of[end].held)
-                    if end == current:
-                        self_preempted = True
-                        break
-                    end = before[end]
-                if self_preempted:
-                    break
-            if extra > 0:
-                free -= extra
-            granted.append([current, n])
-            budget -= n
-            if current == end:
-                break
-            current = after[current]
-        return victims, granted
-
-    def simulate_running(self, victims: set, steps: int) -> list:
-        """The running pass's [[id, n]], greedy in running order, with the tick's victims as given."""
-        budget = self.config.token_budget
-        of, after = self.of, self.running.after
-        expected = []
-        current = self.running.first
-        while current is not None and steps > 0:
-            if current not in victims:
-                steps -= 1
-                r = of[current]
-                n = r.known - r.cached
-                if n > budget:
-                    n = budget
-                if n <= 0:
-                    break
-                expected.append([current, n])
-                budget -= n
-            current = after[current]
-        return expected
-
-    def report_victims(self, t: int, expected: list, actual: list) -> None:
-        if not expected:
-            message = f"tick {t} preempts {actual} although every running request gets its blocks without preemption"
-        elif not actual:
-            message = f"tick {t} preempts nobody although blocks are short: the newest running {expected} must go"
-        else:
-            message = f"tick {t} preempts {actual}; the newest running requests, while blocks are short, are {expected}"
-        self.report("preempt_newest", message, tick=t, ids=actual or expected, expected=expected, actual=actual)
-
-    def report_running_first(self, t: int, expected: list, actual: list) -> None:
-        self.report(
-            "running_first",
-            f"tick {t} schedules {[list(p) for p in actual]}; the running requests first, greedily in running "
-            f"order, are {[list(p) for p in expected]}",
-            tick=t, ids=[i for i, _ in expected] or [i for i, _ in actual],
-            expected=[list(p) for p in expected], actual=[list(p) for p in actual],
-        )
-
-    def _stop_reason(self, t: int, r: _Request, budget: int, free: int) -> tuple[str | None, int]:
-        """Why the waiting pass stops at head ``r`` (None if it admits it), and the chunk it would give."""
-        config = self.config
-        if r.request.arrival > t:
-            return f"request {r.request.id} arrives at {r.request.arrival}", 0
-        if len(self.running) >= config.max_seqs:
-            return f"{len(self.running)} of max_seqs={config.max_seqs} run", 0
-        if budget <= 0:
-            return "the token budget is spent", 0
-        n = r.known
-        if config.chunked_prefill:
-            n = min(n, budget)
-        elif n > budget:
-            return f"its {n} tokens exceed the {budget} left of the budget, unchunked", 0
-        need = blocks_for(n, config.block_size)
-        if need > free:
-            return f"its {n} tokens need {need} blocks, {free} free", n
-        return None, n
-
-    def judge_admission(self, t: int, r: _Request, n: int, budget: int, free: int) -> None:
-        reason, chunk = self._stop_reason(t, r, budget, free)
-        request_id = r.request.id
-        if reason is not None:
-            self.report(
-                "work_conserving",
-                f"tick {t} admits request {request_id} although the waiting pass stops there: {reason}",
-                tick=t, ids=[request_id],
-            )
-        elif n != chunk:
-            self.report(
-                "work_conserving",
-                f"tick {t} admits request {request_id} with {n} tokens; its chunk is {chunk} "
-                f"({r.known} known, {budget} left of the budget, chunked_prefill={self.config.chunked_prefill})",
-                tick=t, ids=[request_id], expected=chunk, actual=n,
-            )
-
-    def judge_stop(self, t: int, budget: int, free: int) -> None:
-        head = self.waiting.first
-        if head is None:
-            return
-        r = self.of[head]
-        reason, chunk = self._stop_reason(t, r, budget, free)
-        if reason is None:
-            self.report(
-                "work_conserving",
-                f"tick {t} stops admitting at request {head} although it fits: {chunk} tokens in {budget} left "
-                f"of the budget, {blocks_for(chunk, self.config.block_size)} blocks of {free} free, "
-                f"{len(self.running)} of max_seqs={self.config.max_seqs} running",
-                tick=t, ids=[head],
-            )
-
-    # --- after the last tick -----------------------------------------------------
-
-    def end(self) -> None:
-        """The end-of-trace claims: every abort happened, every request finished or was aborted."""
-        self.overdue_aborts(math.inf)
-        live = list(self.waiting.after) + list(self.running.after)
-        for request_id in sorted(live, key=lambda i: fcfs_key(self.of[i].request)):
-            r = self.of[request_id]
-            self.report(
-                "every_job_completes_once",
-                f"request {request_id} is still {r.status} after the last tick: it never finishes nor is aborted",
-                tick=self.previous_tick, ids=[request_id],
-            )
-
-    def close(self, records: list, result: dict) -> None:
-        """``end``, then the result's per-request records and totals against what the trace says."""
-        assert self.records, "close() checks records: make the Replay with records=True"
-        self.end()
-        self.check_records(records)
-        self.check_totals(result)
-
-    def check_records(self, records: list) -> None:
-        listed = Counter(record["id"] for record in records)
-        for request_id in self.of:
-            if listed[request_id] != 1:
-                self.report(
-                    "every_job_completes_once",
-                    f"result requests lists request {request_id} {listed[request_id]} times",
-                    ids=[request_id], expected=1, actual=listed[request_id],
-                )
-        for request_id in listed:
-            if request_id not in self.of:
-                self.report(
-                    "every_job_completes_once", f"result requests lists request {request_id}, which is not in the input",
-                    ids=[request_id],
-                )
-        ids = [record["id"] for record in records]
-        if ids != sorted(ids):
-            self.report("metrics_consistent", f"result requests are ordered {ids}, not by id", expected=sorted(ids), actual=ids)
-        for record in records:
-            r = self.of.get(record["id"])
-            if r is None:
-                continue
-            request = r.request
-            request_id = request.id
-            if not 0 <= record["generated"] <= request.output:
-                self.report(
-                    "nonnegative_remaining",
-                    f"request {request_id}: generated={record['generated']}, outside 0..output={request.output}",
-                    ids=[request_id], expected=f"0..{request.output}", actual=record["generated"],
-                )
-            if (record["finish"] is None) == (record["aborted"] is None):
-                self.report(
-                    "every_job_completes_once",
-                    f"request {request_id}: finish={record['finish']} and aborted={record['aborted']}; "
-                    "a request ends exactly one way",
-                    ids=[request_id],
-                )
-            if record["computed"] != r.total:
-                self.report(
-                    "work_conservation",
-                    f"request {request_id}: computed={record['computed']}, but the trace schedules {r.total} tokens for it",
-                    ids=[request_id], expected=r.total, actual=record["computed"],
-                )
-            expect = {
-                "arrival": request.arrival,
-                "prompt": request.prompt,
-                "output": request.output,
-                "start": r.start,
-                "first_token": r.first_token,
-                "finish": r.finish,
-                "aborted": r.aborted_at,
-                "generated": r.generated,
-                "preemptions": r.preemptions,
-            }
-            if ("abort" in record) != (request.abort is not None) or record.get("abort") != request.abort:
-                self.report(
-                    "metrics_consistent",
-                    f"request {request_id}: abort={record.get('abort', '<absent>')}, the caller gave "
-                    f"{'no abort' if request.abort is None else request.abort}",
-                    ids=[request_id], expected=request.abort, actual=record.get("abort"),
-                )
-            for field, value in expect.items():
-                if record[field] != value or type(record[field]) is not type(value):
-                    self.report(
-                        "metrics_consistent",
-                        f"request {request_id}: {field}={record[field]}, the trace says {value}",
-                        ids=[request_id], expected=value, actual=record[field],
-                    )
-
-    def check_totals(self, result: dict) -> None:
-        ledger = {
-            "computed_tokens": self.computed,
-            "useful_tokens": self.useful,
-            "recomputed_tokens": self.recomputed,
-            "aborted_tokens": self.aborted,
-        }
-        for field, value in ledger.items():
-            if result[field] != value:
-                self.report(
-                    "work_conservation", f"{field}={result[field]}, the trace says {value}", expected=value, actual=result[field]
-                )
-        parts = result["useful_tokens"] + result["recomputed_tokens"] + result["aborted_tokens"]
-        if result["computed_tokens"] != parts:
-            self.report(
-                "work_conservation",
-                f"computed_tokens={result['computed_tokens']} but useful + recomputed + aborted = {parts}",
-                expected=parts, actual=result["computed_tokens"],
-            )
-        makespan = 0 if self.last_scheduled_tick is None else self.last_scheduled_tick + 1
-        if result["makespan_ticks"] != makespan:
-            self.report(
-                "metrics_consistent",
-                f"makespan_ticks={result['makespan_ticks']}, expected the last tick with scheduled work + 1 = {makespan}",
-                expected=makespan, actual=result["makespan_ticks"],
-            )
-        if result["preemptions"] != self.preemptions:
-            self.report(
-                "metrics_consistent", f"preemptions={result['preemptions']}, the trace preempts {self.preemptions} times",
-                expected=self.preemptions, actual=result["preemptions"],
-            )
-        ratio = token_utilization(self.computed, self.config.token_budget, makespan)
-        if not math.isclose(result["token_utilization"], ratio, rel_tol=1e-9, abs_tol=0.0):
-            self.report(
-                "metrics_consistent",
-                f"token_utilization={result['token_utilization']!r}, expected {self.computed}/"
-                f"({self.config.token_budget}*{makespan}) = {ratio!r}",
-                expected=ratio, actual=result["token_utilization"],
-            )
+                if self.book is not None:
+                    self.book.release(t, f"is {r.status} and still holds blocks", [request_id], [])
+                else:
+                    self.release_leak(request_id, t, f"is {r.status} and still holds blocks")
 
 
 def replay(obs: Observation) -> dict[str, Violation]:

@@ -18,9 +18,21 @@ A run starts in ``initial(requests, config)`` and applies ``step`` until
 5. waiting pass, only if nobody was preempted in this tick: the head is admitted while
    it has arrived, fewer than ``max_seqs`` run and budget is left, with its whole known
    length (a chunk of at most the budget under chunked prefill; without it the pass
-   stops when that does not fit) and the blocks for it (else the pass stops: FCFS);
+   stops when that does not fit) and the blocks for it (else the pass stops: FCFS); with
+   ``reserve_full_sequence`` it fits only if the free blocks hold its whole known
+   length, though it takes only the blocks for its chunk (vLLM's
+   ``scheduler_reserve_full_isl``);
 6. compute: every scheduled request's computed grows by its n; when computed == known
    an output token is generated; a request with all its output finishes at t + 1.
+
+With ``prefix_caching`` on (issue 20; the pool and cache rules are ``spec.serving.cache``)
+the same six steps run with these changes: new blocks come from the head of the free
+queue instead of the lowest free ids; a scheduled request registers its blocks that are
+full once its n tokens are computed; an admission first takes its longest cached prefix
+(``cache.longest_hit``), starts its computed at ``hits * block_size``, and fits only if
+its new blocks plus its hit blocks of count 0 are at most the free queue's length; and
+each release (abort, preemption, finish, in that order within the tick) gives back only
+the blocks whose count reaches 0, last block first.  With it off every rule is as above.
 
 Everything here is pure: a step returns a new State and never mutates its argument.
 """
@@ -32,7 +44,11 @@ from itertools import count as naturals
 from itertools import filterfalse, islice
 from typing import NamedTuple
 
-from spec.serving.domain import Config, Request, blocks_for, check_feasible, fcfs_key, validate
+from collections import Counter
+
+from spec.serving import cache
+from spec.serving.cache import Pool
+from spec.serving.domain import Config, Request, blocks_for, check_feasible, check_tokens, fcfs_key, validate
 from spec.serving.metrics import result_from_run, trace_entry
 
 
@@ -49,6 +65,7 @@ class Progress(NamedTuple):
     total: int = 0  # every token computed for it, recompute included
     recomputed: int = 0  # the cached tokens its preemptions gave back
     admitted: int | None = None  # the tick of its latest admission
+    cached: int = 0  # tokens it took from cache hits, over all its admissions (prefix caching)
 
     @property
     def id(self) -> int:
@@ -74,6 +91,7 @@ class Ledger(NamedTuple):
     useful: int = 0  # prompt + output - 1 of every finished request
     recomputed: int = 0  # cached tokens given back by preemptions
     aborted: int = 0  # cached tokens of requests at the moment they were aborted
+    hit: int = 0  # tokens taken from cache hits at admissions (prefix caching): not computed, yet cached
 
 
 class Entry(NamedTuple):
@@ -86,6 +104,7 @@ class Entry(NamedTuple):
     freed: tuple[tuple[int, tuple[int, ...]], ...]  # by the aborted, the preempted, then the finished
     allocated: tuple[tuple[int, tuple[int, ...]], ...]  # in scheduled order
     finished: tuple[int, ...]  # in scheduled order
+    hits: tuple[tuple[int, tuple[int, ...]], ...] | None = None  # in admission order; None: the config names no caching
 
 
 class State(NamedTuple):
@@ -100,13 +119,15 @@ class State(NamedTuple):
     aborted: tuple[Ended, ...]  # in order of aborting; tick = the abort tick
     ledger: Ledger
     latest: Entry | None  # the latest tick's entry (clock - 1 or earlier, after an idle jump); None before the first
+    pool: Pool | None = None  # the free queue and the cache with prefix caching on (spec.serving.cache); None when off
 
 
 def initial(requests, config) -> State:
     """The state before tick 0 of a valid call (raises ValueError outside the domain)."""
     parsed, parsed_config = validate(requests, config)
     ordered = tuple(sorted(parsed, key=fcfs_key))
-    return State(ordered, parsed_config, 0, tuple(Progress(r) for r in ordered), (), (), (), Ledger(), None)
+    pool = Pool() if parsed_config.prefix_caching else None
+    return State(ordered, parsed_config, 0, tuple(Progress(r) for r in ordered), (), (), (), Ledger(), None, pool)
 
 
 def is_terminal(state: State) -> bool:
@@ -114,15 +135,37 @@ def is_terminal(state: State) -> bool:
     return not state.waiting and not state.running
 
 
-def _lowest_free(held: set[int], count: int) -> tuple[int, ...]:
+def _lowest_free(held, count: int) -> tuple[int, ...]:
     """The ``count`` lowest block ids not in ``held`` (the caller knows that many are free)."""
     return tuple(islice(filterfalse(held.__contains__, naturals()), count))
+
+
+def _release(progress: Progress, count: Counter) -> tuple[int, ...]:
+    """``progress`` gives its table back: each block's count drops by one; the blocks that reach 0, in table order.
+
+    Without prefix caching no block is shared, so that is the whole table."""
+    gone = []
+    for block in progress.blocks:
+        count[block] -= 1
+        if not count[block]:
+            del count[block]
+            gone.append(block)
+    return tuple(gone)
+
+
+def _take(state_pool: Pool | None, count: Counter, number: int, num_blocks: int) -> tuple[Pool | None, tuple[int, ...]]:
+    """``number`` new blocks: the lowest free ids (caching off), or the free queue's head (caching on)."""
+    if state_pool is None:
+        return None, _lowest_free(count, number)
+    return cache.take(state_pool, number, num_blocks)
 
 
 def step(state: State) -> State:
     """Run one tick: leave, abort, jump, running pass, waiting pass, compute (see the module docstring)."""
     assert not is_terminal(state), "step() of a terminal state"
     config = state.config
+    size = config.block_size
+    pool = state.pool  # None: caching off
     tick = state.clock
     waiting = list(state.waiting)
     running = list(state.running)
@@ -132,20 +175,26 @@ def step(state: State) -> State:
             break
         tick = min(p.request.arrival for p in waiting)
 
+    count = Counter(block for p in running for block in p.blocks)  # each block's reference count
     leaving.sort(key=lambda p: fcfs_key(p.request))
     if leaving:
         gone = {p.id for p in leaving}
         waiting = [p for p in waiting if p.id not in gone]
         running = [p for p in running if p.id not in gone]
-    freed = [(p.id, p.blocks) for p in leaving if p.blocks]
+    freed = []
+    for p in leaving:
+        given = _release(p, count)
+        if given:
+            freed.append((p.id, given))
+            pool = pool if pool is None else cache.give_back(pool, given)
     aborted = tuple(Ended(p._replace(blocks=()), tick) for p in leaving)
     ledger = state.ledger
     if leaving:
         ledger = ledger._replace(aborted=ledger.aborted + sum(p.computed for p in leaving))
-    held = {block for p in running for block in p.blocks}
 
     scheduled: list[tuple[int, int]] = []
     allocated: list[tuple[int, tuple[int, ...]]] = []
+    hits: list[tuple[int, tuple[int, ...]]] = []
     preempted: list[int] = []
     budget = config.token_budget
     index = 0
@@ -155,12 +204,13 @@ def step(state: State) -> State:
         if n == 0:
             index += 1
             continue
-        extra = blocks_for(r.computed + n, config.block_size) - len(r.blocks)
-        while config.num_blocks - len(held) < extra:
+        extra = blocks_for(r.computed + n, size) - len(r.blocks)
+        while config.num_blocks - len(count) < extra:
             victim = running.pop()
-            held.difference_update(victim.blocks)
-            if victim.blocks:
-                freed.append((victim.id, victim.blocks))
+            given = _release(victim, count)
+            if given:
+                freed.append((victim.id, given))
+                pool = pool if pool is None else cache.give_back(pool, given)
             ledger = ledger._replace(recomputed=ledger.recomputed + victim.computed)
             waiting.insert(
                 0,
@@ -177,10 +227,12 @@ def step(state: State) -> State:
         if len(running) == index:
             break  # the running pass ends
         if extra > 0:
-            new = _lowest_free(held, extra)
-            held.update(new)
-            running[index] = r._replace(blocks=r.blocks + new)
+            pool, new = _take(pool, count, extra, config.num_blocks)
+            count.update(new)
+            r = running[index] = r._replace(blocks=r.blocks + new)
             allocated.append((r.id, new))
+        if pool is not None:
+            pool = cache.register(pool, r.request, r.blocks, r.computed + n, size)
         scheduled.append((r.id, n))
         budget -= n
         index += 1
@@ -193,21 +245,37 @@ def step(state: State) -> State:
             and budget > 0
         ):
             head = waiting[0]
-            n = head.known
+            hit = () if pool is None else cache.longest_hit(pool, head.request, head.known, size)
+            computed = len(hit) * size
+            n = head.known - computed
             if config.chunked_prefill:
                 n = min(n, budget)
             elif n > budget:
                 break
-            need = blocks_for(n, config.block_size)
-            if config.num_blocks - len(held) < need:
+            need = blocks_for(computed + n, size) - len(hit)
+            # reserve_full_sequence: room for its whole known length, though it takes only its chunk's blocks
+            fit = blocks_for(head.known, size) - len(hit) if config.reserve_full_sequence else need
+            evictable = [block for block in hit if block not in count]  # hit blocks of count 0, in the free queue
+            if config.num_blocks - len(count) < fit + len(evictable):
                 break
             waiting.pop(0)
-            new = _lowest_free(held, need)
-            held.update(new)
+            if evictable:
+                pool = cache.claim(pool, evictable)
+            count.update(hit)
+            pool, new = _take(pool, count, need, config.num_blocks)
+            count.update(new)
+            table = hit + new
+            if pool is not None:
+                pool = cache.register(pool, head.request, table, computed + n, size)
             start = tick if head.start is None else head.start
-            running.append(head._replace(blocks=new, start=start, admitted=tick))
+            running.append(
+                head._replace(computed=computed, blocks=table, start=start, admitted=tick, cached=head.cached + computed)
+            )
             scheduled.append((head.id, n))
             allocated.append((head.id, new))
+            if hit:
+                hits.append((head.id, hit))
+                ledger = ledger._replace(hit=ledger.hit + computed)
             budget -= n
 
     tokens_of = dict(scheduled)  # step 6: compute
@@ -225,17 +293,22 @@ def step(state: State) -> State:
             first_token = tick + 1 if first_token is None else first_token
         r = Progress(  # r._replace(computed=, generated=, first_token=, total=), built at once (it is per service)
             r.request, computed, generated, r.blocks, r.start, first_token, r.preemptions, r.total + n, r.recomputed,
-            r.admitted,
+            r.admitted, r.cached,
         )
         computed_now += n
         if generated == r.request.output:
             useful_now += r.request.work
-            freed.append((r.id, r.blocks))
+            given = _release(r, count)
+            if given:
+                freed.append((r.id, given))
+                pool = pool if pool is None else cache.give_back(pool, given)
             finished.append(Ended(r._replace(blocks=()), tick + 1))
         else:
             still_running.append(r)
 
-    ledger = Ledger(ledger.computed + computed_now, ledger.useful + useful_now, ledger.recomputed, ledger.aborted)
+    ledger = Ledger(
+        ledger.computed + computed_now, ledger.useful + useful_now, ledger.recomputed, ledger.aborted, ledger.hit
+    )
     entry = Entry(
         tick,
         tuple(scheduled),
@@ -244,6 +317,7 @@ def step(state: State) -> State:
         tuple(freed),
         tuple(allocated),
         tuple(done.progress.id for done in finished),
+        None if config.prefix_caching is None else tuple(hits),
     )
     return state._replace(
         clock=tick + 1,
@@ -253,6 +327,7 @@ def step(state: State) -> State:
         aborted=state.aborted + aborted,
         ledger=ledger,
         latest=entry,
+        pool=pool,
     )
 
 
@@ -265,9 +340,11 @@ def submit(state: State, request: Request) -> State:
         raise ValueError(f"request={request!r}: expected a spec.serving.Request")
     fields = Request._fields
     for name, value in zip(fields, request):
-        if name == "abort" and value is None:
+        if name in ("abort", "tokens") and value is None:
             continue
-        if type(value) is not int:
+        if name == "tokens":
+            request = request._replace(tokens=check_tokens(value, request.prompt, "request.tokens"))
+        elif type(value) is not int:
             raise ValueError(f"request.{name}={value!r}: expected an int")
     if request.arrival < state.clock:
         raise ValueError(f"request.arrival={request.arrival!r}: expected an int >= clock={state.clock}")
