@@ -54,7 +54,8 @@ def main(argv=None):
     def with_caching(max_requests=search.MAX_REQUESTS, many=True):
         return st.one_of(plain_calls(max_requests, many), cache_calls(), cache_calls())
 
-    search.valid_calls = with_caching
+    if not getattr(search, "DRAWS_PREFIX_CACHING", False):  # the search draws caching itself now: verify as it is
+        search.valid_calls = with_caching
     names = args.names or sorted(p.stem for p in BUGGY.glob("cache_*.py"))
     rows = []
     for name in names:

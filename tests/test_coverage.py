@@ -92,9 +92,75 @@ def test_every_corner_is_a_named_claim_with_one_sentence(model):
     assert [r.corner for r in aim.recipes(model)] == ["generic", *names]  # one recipe per corner, in registry order
 
 
-def test_the_prefix_caching_corners_have_their_place():
-    assert coverage.SERVING_CACHE == () and "SERVING_CACHE" in coverage.__doc__
-    assert coverage.REGISTRIES["serving"] == coverage.SERVING + coverage.SERVING_CACHE
+CACHING_NAMES = tuple(corner.name for corner in coverage.SERVING_CACHE)
+
+
+def test_the_prefix_caching_corners_are_counted_only_where_caching_is_drawn():
+    assert "SERVING_CACHE" in coverage.__doc__ and len(CACHING_NAMES) >= 7
+    assert set(coverage.names("serving")).isdisjoint(CACHING_NAMES)
+    assert coverage.names("serving", caching=True) == coverage.names("serving") + CACHING_NAMES
+    assert coverage.Coverage("serving").unreached() == list(coverage.names("serving"))
+    assert coverage.Coverage("serving", caching=True).unreached()[-len(CACHING_NAMES):] == list(CACHING_NAMES)
+
+
+def _caching_corners(requests, config):
+    return set(coverage.reached("serving", (requests, config), serving_spec.run(requests, config), caching=True)) & set(CACHING_NAMES)
+
+
+def test_the_caching_predicates_read_the_reference_right():
+    config = {"max_seqs": 2, "token_budget": 8, "block_size": 2, "num_blocks": 8, "chunked_prefill": True,
+              "prefix_caching": True}
+    first = {"id": 0, "arrival": 0, "prompt": 5, "output": 3, "tokens": [1, 2, 3, 4, 5]}
+    # arrives while the first runs: it hits the first's two full blocks, held (a prefix of 4 tokens shared: on a boundary)
+    held = _caching_corners([first, {"id": 1, "arrival": 2, "prompt": 5, "output": 2, "tokens": [1, 2, 3, 4, 6]}], config)
+    assert held == {"shared_prefix_on_block_boundary", "hit_on_held_block"}, held
+    # arrives after the first finished: it hits blocks in the free queue; 5 tokens shared, off a boundary
+    late = _caching_corners([first, {"id": 1, "arrival": 9, "prompt": 6, "output": 1, "tokens": [1, 2, 3, 4, 5, 0]}],
+                            config)
+    assert late == {"shared_prefix_off_block_boundary", "hit_on_free_block"}, late
+    # the same calls with caching off reach none of them
+    assert not _caching_corners([first, dict(first, id=1, arrival=2)], dict(config, prefix_caching=False))
+
+
+def test_the_caching_calls_reach_every_caching_corner_and_every_family():
+    """400 seeded calls of the caching recipe (what the bulk phase and Hypothesis both draw from): every caching corner
+    reached at least 5 times, every prompt family drawn, every call valid."""
+    rng = random.Random(7)
+    corners, families = collections.Counter(), collections.Counter()
+    for _ in range(400):
+        call = serving.build_caching_call(aim.RandomChooser(rng))
+        assert serving_spec.is_valid(*call), call
+        corners.update(_caching_corners(*call))
+        families.update(serving.caching_features(call))
+    assert min(corners[name] for name in CACHING_NAMES) >= 5, corners
+    assert set(families) == set(serving.FAMILY_FEATURES) | {"prefix caching on", "prefix caching off"}, families
+
+
+def test_a_caching_bulk_calls_choices_replay_as_the_same_call_in_hypothesis():
+    """With caching drawn, the bulk phase's choices (its caching recipe's, and an aimed recipe's) replay in
+    valid_calls(caching=True) as the very call it made."""
+    original = STRATEGY["serving"]
+    STRATEGY["serving"] = lambda: serving.valid_calls(caching=True)
+    try:
+        for seed in range(6):
+            for index, recipe in ((aim.CACHING_RECIPE, aim.caching_recipe()), (seed + 1, aim.recipes("serving")[seed + 1])):
+                chooser = aim.RandomChooser(random.Random(seed))
+                call = recipe.build(chooser)
+                replayed = replayed_by_hypothesis("serving", aim.choices_for("serving", index, chooser.choices, True))
+                assert replayed == call and type(replayed[0]) is type(call[0]), (seed, recipe.corner)
+    finally:
+        STRATEGY["serving"] = original
+
+
+def test_caching_is_drawn_only_for_a_target_that_supports_it():
+    from proofs.models import declared
+
+    corpus = pathlib.Path(__file__).parent / "corpus" / "serving"
+    plain = declared.for_target(models.get("serving"), parse_target(f"{corpus / 'correct' / 'tick_by_tick.py'}:serve"))
+    assert not plain.draws_caching  # a scheduler written before issue 20 rejects prefix_caching and tokens
+    for text in ("impl:serve", f"{corpus / 'buggy' / 'cache_whole_prompt_hit.py'}:serve"):
+        assert declared.for_target(models.get("serving"), parse_target(text)).draws_caching, text
+    assert not declared.for_target(models.get("chapter"), parse_target("impl:schedule")).__dict__.get("draws_caching")
 
 
 # -- the predicates read the reference run right -------------------------------------------------------------

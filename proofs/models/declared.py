@@ -17,7 +17,10 @@ The vocabulary (every key optional; anything else is a usage error naming it):
   ``prefix_caching``, false when absent): the list of the values supported, e.g.
   ``"chunked_prefill": [False]``; the policy switch ``reserve_full_sequence`` is drawn
   only for a target that declares it (``[False, True]``: absent, false and true are
-  drawn), since a scheduler written before the switch rejects the key;
+  drawn), since a scheduler written before the switch rejects the key; likewise prefix
+  caching (a config's ``prefix_caching``, requests' ``tokens`` from prompt families,
+  proofs.search.serving.caching_calls) is drawn only for a target that lists
+  ``"prefix_caching": [False, True]`` (or ``[True]``), and for our impl;
 - an int field of the config (``max_seqs``, ``token_budget``, ``block_size``,
   ``num_blocks``): a dict of bounds, ``min``, ``max`` (each an int, or the name of
   another int field of the same config) and ``multiple_of`` (an int >= 1), e.g.
@@ -36,6 +39,7 @@ Bounds: the serving model only; the chapter's model takes no declaration.
 from __future__ import annotations
 
 import ast
+import copy
 import importlib.machinery
 import os
 
@@ -310,7 +314,7 @@ class DeclaredModel:
                 else tuple(fitted) if isinstance(requests, tuple) else fitted), config
 
     def valid_calls(self, max_jobs: int | None = None):
-        calls = self.base.valid_calls(max_jobs)
+        calls = self.base.valid_calls(max_jobs)  # with prefix caching when the declaration lists it true (for_target)
         switches = [(key, self.declared.rules[key]) for key in SWITCHES if key in self.declared.rules]
         if switches:  # a policy switch the target declares is drawn among its values (absent reads as False)
             from hypothesis import strategies as st
@@ -344,11 +348,30 @@ class DeclaredModel:
         return self.declared.describe()
 
 
+OURS = ("impl:serve", "impl:make_serving")  # our impl: it implements the whole serving model, prefix caching included
+
+
+def draws_caching(model, raw: dict | None, target: Target) -> bool:
+    """Whether the search draws prefix caching (``prefix_caching`` and requests' ``tokens``) for ``target``: for
+    our impl, and for a target whose ``DOMAIN`` lists ``prefix_caching`` true.  Like the policy switch, never for
+    one that does not say so: a scheduler written before issue 20 rejects both keys."""
+    if model.name != "serving" or not hasattr(model, "draws_caching"):
+        return False
+    if raw is None:
+        return target.text in OURS
+    values = raw.get("prefix_caching")
+    return isinstance(values, (list, tuple)) and True in values
+
+
 def for_target(model, target: Target):
-    """``model`` restricted to the domain ``target`` declares (``DOMAIN`` in its file), or ``model`` itself.
+    """``model`` restricted to the domain ``target`` declares (``DOMAIN`` in its file), or ``model`` itself;
+    drawing prefix caching too where the target supports it (``draws_caching``).
 
     TargetError (a usage error, exit 2) when the declaration is malformed or the model takes none."""
     raw = read(target)
+    if draws_caching(model, raw, target):
+        model = copy.copy(model)
+        model.draws_caching = True
     if raw is None:
         return model
     if model.name != "serving":

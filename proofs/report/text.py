@@ -65,9 +65,7 @@ def history_lines(cex: Counterexample) -> list[str]:
 
 def coverage_names(coverage) -> tuple:
     """The corners of the coverage model that ``coverage`` counts, in registry order."""
-    from proofs.search.coverage import names
-
-    return names(coverage.model)
+    return coverage.names()
 
 
 def drawable(call, result, model=None) -> bool:

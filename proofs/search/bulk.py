@@ -186,6 +186,9 @@ class BulkPhase:
         self.recipes = [(index, recipe) for index, recipe in enumerate(book)
                         if max_size is None or max_size > 30 or not recipe.large
                         for _ in range(1 if recipe.large else LARGE_SHARE)]
+        self.caching = bool(getattr(self.model, "draws_caching", False))
+        if self.caching:  # calls with prefix caching from prompt families: two in five, as valid_calls draws them
+            self.recipes += [(aim.CACHING_RECIPE, aim.caching_recipe())] * (2 * len(self.recipes) // 3)
         self.rng = random.Random(self.seed)
         self.batch = FIRST_BATCH
         self.per_call = 0.005  # the child's expected seconds per call, measured batch by batch
@@ -250,7 +253,7 @@ class BulkPhase:
                 for group in groups:  # one reference run, its encoding and its corners per group
                     reference = self.model.reference(group[0][0])
                     encoded = marshal.dumps(reference, MARSHAL_FORMAT).hex()
-                    corners = coverage.reached(self.model.name, group[0][0], reference)
+                    corners = coverage.reached(self.model.name, group[0][0], reference, search.coverage.caching)
                     references += [reference] * len(group)
                     expected += [encoded] * len(group)
                     reached += [corners] * len(group)

@@ -26,8 +26,9 @@ ids they list.
 
 The registries, in order: ``CHAPTER`` (the chapter's model), ``SERVING`` (the
 serving model), and ``SERVING_CACHE``, the place of the prefix-caching corners
-(shared prefixes on and off block boundaries, a hit on a block about to be
-evicted), empty until issue 20's cache lands in spec/serving.
+(shared prefixes on and off block boundaries, hits on held and free blocks, a hit on
+a block about to be evicted, a hit after a preemption, an abort of a shared block),
+counted only for a target the search draws prefix caching for (``caching``).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class Facts:
     __slots__ = (
         "call", "reference", "n", "jumps", "ticks", "max_waiting", "max_busy", "full_with_queue", "budget_exact",
         "budget_cut", "pool_emptied", "seqs_full_with_queue", "preempt_running", "preempted_twice", "resumed", "aborts",
+        "cache",
     )
 
     def __init__(self, call, reference) -> None:
@@ -73,6 +75,7 @@ class Facts:
         self.preempted_twice = False  # serving: a resumed request was preempted again
         self.resumed = False  # serving: a preempted request was admitted again
         self.aborts: set = set()  # serving: "waiting", "running", "preempted", "just finished"
+        self.cache: set = set()  # the prefix-caching corners reached (cache_facts)
 
 
 def _jumps(facts: Facts, ticks) -> None:
@@ -269,7 +272,90 @@ def serving_facts(call, reference) -> Facts:
     for record in reference["requests"]:
         if record.get("abort") is not None and record["finish"] is not None and record["abort"] == record["finish"]:
             facts.aborts.add("just finished")
+    if config.get("prefix_caching"):
+        facts.cache = cache_facts(call, reference)
     return facts
+
+
+def _common(one, other) -> int:
+    """The length of the longest common prefix of two token sequences."""
+    n = 0
+    for a, b in zip(one, other):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
+def cache_facts(call, reference) -> set:
+    """The prefix-caching corners a call with ``prefix_caching`` reaches, from one pass over its reference's trace.
+
+    The replay tracks each block's holders (``allocated`` and ``hits`` add one, a request's
+    preemption, abort or finish drops it from every block of its table) and the blocks sitting in
+    the free queue with their cached contents (``freed`` puts them there, a hit or an allocation
+    takes them out: an allocation of a block that was freed is the eviction of what it cached); blocks
+    freed by aborts and preemptions enter the queue before the tick's waiting pass, by finishers after it."""
+    requests, config = call
+    bs = config["block_size"]
+    tokens = {r["id"]: tuple(r["tokens"]) for r in requests if r.get("tokens") is not None}
+    reached: set = set()
+    tables: dict = {}
+    holders: dict = {}
+    free: set = set()  # blocks in the free queue that were used before: cached, evictable
+    preempted_once: set = set()
+    started: list = []
+
+    def drop(rid, aborted=False):
+        for block in tables.pop(rid, []):
+            others = holders.get(block, set()) - {rid}
+            if aborted and others:
+                reached.add("abort_of_shared_block")
+            holders[block] = others
+
+    for entry in reference["trace"]:
+        for rid in entry["aborted"]:
+            drop(rid, aborted=True)
+        for rid in entry["preempted"]:
+            drop(rid)
+            preempted_once.add(rid)
+        finishing = set(entry["finished"])
+        for rid, blocks in entry["freed"]:  # what aborts and preemptions free, before the waiting pass
+            if rid not in finishing:
+                free.update(blocks)
+        evicting = any(block in free for _, blocks in entry["allocated"] for block in blocks)
+        for rid, blocks in entry["hits"]:
+            if any(block in free for block in blocks):
+                reached.add("hit_on_free_block")
+                if evicting:
+                    reached.add("hit_while_evicting")
+            if rid in preempted_once:
+                reached.add("hit_after_preemption")
+            if any(holders.get(block) for block in blocks):
+                reached.add("hit_on_held_block")
+            mine = tokens.get(rid)
+            if mine is not None:
+                shared = max((_common(mine, tokens[o]) for o in started if o in tokens and o != rid), default=0)
+                if shared:
+                    reached.add("shared_prefix_on_block_boundary" if shared % bs == 0 else
+                                "shared_prefix_off_block_boundary")
+            for block in blocks:
+                free.discard(block)
+                holders.setdefault(block, set()).add(rid)
+            tables.setdefault(rid, []).extend(blocks)
+        for rid, blocks in entry["allocated"]:
+            for block in blocks:
+                free.discard(block)
+                holders.setdefault(block, set()).add(rid)
+            tables.setdefault(rid, []).extend(blocks)
+        for rid, _ in entry["scheduled"]:
+            if rid not in started:
+                started.append(rid)
+        for rid in entry["finished"]:
+            drop(rid)
+        for rid, blocks in entry["freed"]:  # what the finishers free, after it
+            if rid in finishing:
+                free.update(blocks)
+    return reached
 
 
 def _whole_pool(facts: Facts) -> bool:
@@ -321,39 +407,57 @@ SERVING = (
 # the reference run reports its hits: a prefix shared on a block boundary, one shared
 # off it (a partial block), and a hit on a block that the same tick evicts.  Each gets
 # its generator in proofs.search.aim and its one-bug scheduler in tests/corpus/.
-SERVING_CACHE: tuple = ()
+def _cached(name: str, doc: str) -> Corner:
+    return Corner(name, doc, lambda f: name in f.cache)
 
-REGISTRIES = {"chapter": CHAPTER, "serving": SERVING + SERVING_CACHE}
+
+SERVING_CACHE: tuple = (
+    _cached("shared_prefix_on_block_boundary", "A request hits cached blocks of a prompt it shares with an earlier "
+            "request up to a block boundary."),
+    _cached("shared_prefix_off_block_boundary", "A request hits cached blocks of a prompt it shares with an earlier "
+            "request past a block boundary (the partial block is not shared)."),
+    _cached("hit_on_held_block", "A request hits a block another running request holds (its count goes above 1)."),
+    _cached("hit_on_free_block", "A request hits a cached block sitting in the free queue (evictable, count 0)."),
+    _cached("hit_while_evicting", "A hit on a block in the free queue in a tick whose allocations evict cached blocks "
+            "from the same queue."),
+    _cached("hit_after_preemption", "A preempted request hits cached blocks when it is admitted again."),
+    _cached("abort_of_shared_block", "A request is aborted while another request holds one of its blocks."),
+)
+
+REGISTRIES = {"chapter": CHAPTER, "serving": SERVING}
+CACHING = {"serving": SERVING_CACHE}  # counted only where the search draws prefix caching (proofs.models.declared)
 FACTS = {"chapter": chapter_facts, "serving": serving_facts}
 
 
-def corners(model: str) -> tuple:
-    """The corners of ``model`` ("chapter" or "serving"), in registry order."""
-    return REGISTRIES[model]
+def corners(model: str, caching: bool = False) -> tuple:
+    """The corners of ``model`` ("chapter" or "serving"), in registry order; with ``caching``, the prefix-caching ones too."""
+    return REGISTRIES[model] + (CACHING.get(model, ()) if caching else ())
 
 
-def names(model: str) -> tuple:
-    return tuple(corner.name for corner in REGISTRIES[model])
+def names(model: str, caching: bool = False) -> tuple:
+    return tuple(corner.name for corner in corners(model, caching))
 
 
-def reached(model: str, call, reference) -> list[str]:
+def reached(model: str, call, reference, caching: bool = False) -> list[str]:
     """The names of the corners of ``model`` that the valid ``call``, whose reference run is ``reference``, reaches."""
     facts = FACTS[model](call, reference)
-    return [corner.name for corner in REGISTRIES[model] if corner.reached(facts)]
+    return [corner.name for corner in corners(model, caching) if corner.reached(facts)]
 
 
 class Coverage:
-    """How many judged calls reached each corner of a model (every corner listed, reached or not)."""
+    """How many judged calls reached each corner of a model (every corner listed, reached or not); with
+    ``caching`` (a target the search draws prefix caching for), the prefix-caching corners too."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, caching: bool = False) -> None:
         self.model = model
+        self.caching = caching
         self.calls = 0  # the calls whose corners were measured
         self.counts: Counter = Counter()
         self.phases: dict[str, Counter] = {}  # per phase ("hypothesis", "bulk"): the same counts
 
     def add(self, call, reference, phase: str = "hypothesis") -> list[str]:
         """Count one valid call with its reference run; return the corners it reached."""
-        names_reached = reached(self.model, call, reference)
+        names_reached = reached(self.model, call, reference, self.caching)
         self.add_names(names_reached, phase)
         return names_reached
 
@@ -366,20 +470,24 @@ class Coverage:
             counter[name] += 1
 
     def merge(self, other: "Coverage") -> None:
+        self.caching = self.caching or other.caching
         self.calls += other.calls
         self.counts.update(other.counts)
         for phase, counter in other.phases.items():
             self.phases.setdefault(phase, Counter()).update(counter)
 
+    def names(self) -> tuple:
+        return names(self.model, self.caching)
+
     def unreached(self) -> list[str]:
-        return [name for name in names(self.model) if not self.counts[name]]
+        return [name for name in self.names() if not self.counts[name]]
 
     def to_json(self) -> dict:
         """``{"calls": N, "corners": {name: calls reaching it, ...} (registry order), "by_phase": {...}}``."""
         return {
             "calls": self.calls,
-            "corners": {name: self.counts[name] for name in names(self.model)},
-            "by_phase": {phase: {"calls": counter["calls"], **{name: counter[name] for name in names(self.model)}}
+            "corners": {name: self.counts[name] for name in self.names()},
+            "by_phase": {phase: {"calls": counter["calls"], **{name: counter[name] for name in self.names()}}
                          for phase, counter in sorted(self.phases.items())},
             "unreached": self.unreached(),
         }
@@ -387,9 +495,9 @@ class Coverage:
     def lines(self) -> list[str]:
         """One line per corner: the calls that reached it, in total and per phase."""
         phases = sorted(self.phases)
-        width = max(len(name) for name in names(self.model))
+        width = max(len(name) for name in self.names())
         out = []
-        for corner in REGISTRIES[self.model]:
+        for corner in corners(self.model, self.caching):
             per_phase = ", ".join(f"{phase} {self.phases[phase][corner.name]}" for phase in phases)
             out.append(f"corner  {corner.name:{width}} {self.counts[corner.name]:>7} calls"
                        + (f"  ({per_phase})" if len(phases) > 1 else ""))

@@ -211,7 +211,8 @@ class Search:
         self._child = (None, 0.0)  # the current child's list of calls (its identity) and when it started
         self.bounds = self.model.new_bounds()  # the ranges of the valid calls actually made (every PASS line states them)
         self.statistics: dict[str, Counter] = {}  # per check: how often each interesting case was drawn
-        self.coverage = Coverage(self.model.name)  # per corner of the coverage model: the judged calls that reached it
+        # per corner of the coverage model (the caching ones too where caching is drawn): the judged calls reaching it
+        self.coverage = Coverage(self.model.name, getattr(self.model, "draws_caching", False))
 
     # -- the run ---------------------------------------------------------------------
 
@@ -444,7 +445,8 @@ class Search:
             call, finding, index, choices = phase.found
             phase.found = None
             if self.database is not None:  # the next run's conformance search replays it first
-                self.database.save(self.database_key("conformance"), choices_to_bytes(choices_for(self.model.name, index, choices)))
+                self.database.save(self.database_key("conformance"), choices_to_bytes(
+                    choices_for(self.model.name, index, choices, phase.caching)))
             # handed over as a conformance search's finding is: what was seen, the calls its child answered before it
             self._history, self._seen, self._seen_at = phase.history, finding, phase.seen_at
             try:
