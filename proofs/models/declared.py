@@ -39,7 +39,6 @@ Bounds: the serving model only; the chapter's model takes no declaration.
 from __future__ import annotations
 
 import ast
-import copy
 import importlib.machinery
 import os
 
@@ -363,6 +362,18 @@ def draws_caching(model, raw: dict | None, target: Target) -> bool:
     return isinstance(values, (list, tuple)) and True in values
 
 
+def _drawing_caching(model):
+    """A copy of ``model`` (down to the serving model an online wrapper holds) whose strategies draw prefix caching."""
+    copied = object.__new__(type(model))  # not copy.copy: a wrapper's __getattr__ would recurse while it copies
+    copied.__dict__.update(vars(model))
+    model = copied
+    if "base" in vars(model):
+        model.base = _drawing_caching(model.base)
+    else:
+        model.draws_caching = True
+    return model
+
+
 def for_target(model, target: Target):
     """``model`` restricted to the domain ``target`` declares (``DOMAIN`` in its file), or ``model`` itself;
     drawing prefix caching too where the target supports it (``draws_caching``).
@@ -370,8 +381,7 @@ def for_target(model, target: Target):
     TargetError (a usage error, exit 2) when the declaration is malformed or the model takes none."""
     raw = read(target)
     if draws_caching(model, raw, target):
-        model = copy.copy(model)
-        model.draws_caching = True
+        model = _drawing_caching(model)
     if raw is None:
         return model
     if model.name != "serving":
