@@ -27,7 +27,7 @@ from proofs import models
 from proofs.cli.main import main
 from proofs.sandbox import TargetProcess, harness_collector
 from proofs.search import aim, coverage, serving, strategies
-from proofs.search.bulk import BulkPhase
+from proofs.search.bulk import BulkPhase, caching_recipe
 from proofs.search.engine import Search, examples_for
 from proofs.targets import parse_target
 from spec.serving.state import initial, is_terminal, step
@@ -143,7 +143,7 @@ def test_a_caching_bulk_calls_choices_replay_as_the_same_call_in_hypothesis():
     STRATEGY["serving"] = lambda: serving.valid_calls(caching=True)
     try:
         for seed in range(6):
-            for index, recipe in ((aim.CACHING_RECIPE, aim.caching_recipe()), (seed + 1, aim.recipes("serving")[seed + 1])):
+            for index, recipe in ((aim.CACHING_RECIPE, caching_recipe()), (seed + 1, aim.recipes("serving")[seed + 1])):
                 chooser = aim.RandomChooser(random.Random(seed))
                 call = recipe.build(chooser)
                 replayed = replayed_by_hypothesis("serving", aim.choices_for("serving", index, chooser.choices, True))

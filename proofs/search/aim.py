@@ -610,21 +610,13 @@ def aimed_calls(draw, model: str):
 
 
 CACHING_RECIPE = -1  # the index the bulk phase gives its prefix-caching recipe (proofs.search.serving.build_caching_call)
-
-
-def caching_recipe() -> Recipe:
-    """The bulk phase's recipe of calls with prefix caching, for a target the search draws caching for."""
-    from proofs.search.serving import build_caching_call
-
-    return Recipe("prefix_caching", build_caching_call)
+CACHED_BRANCHES = (3, 4)  # valid_calls(caching=True) draws integers(0, 4) first; these values draw caching_calls
 
 
 def choices_for(model: str, index: int, recipe_choices: list, caching: bool = False) -> tuple:
     """The choices Hypothesis draws, in ``model``'s ``valid_calls()``, to make the call recipe ``index`` made
     from ``recipe_choices`` (the aimed branch, the recipe, a large recipe kept, then the recipe's own choices);
     with ``caching``, first the branch of ``valid_calls(caching=True)`` (proofs.search.serving._caching_or)."""
-    from proofs.search.serving import CACHED_BRANCHES
-
     if index == CACHING_RECIPE:
         return (CACHED_BRANCHES[0], *recipe_choices)
     kept = (LARGE_KEPT,) if RECIPES[model][index].large else ()

@@ -173,6 +173,13 @@ def run_batch(function, calls, seconds):
 # -- the parent's side -----------------------------------------------------------------------------------
 
 
+def caching_recipe() -> "aim.Recipe":
+    """The bulk phase's recipe of calls with prefix caching, for a target the search draws caching for."""
+    from proofs.search.serving import build_caching_call
+
+    return aim.Recipe("prefix_caching", build_caching_call)
+
+
 class BulkPhase:
     """One bulk phase of a verify run against ``search``'s target (proofs.search.engine.Search)."""
 
@@ -188,7 +195,7 @@ class BulkPhase:
                         for _ in range(1 if recipe.large else LARGE_SHARE)]
         self.caching = bool(getattr(self.model, "draws_caching", False))
         if self.caching:  # calls with prefix caching from prompt families: two in five, as valid_calls draws them
-            self.recipes += [(aim.CACHING_RECIPE, aim.caching_recipe())] * (2 * len(self.recipes) // 3)
+            self.recipes += [(aim.CACHING_RECIPE, caching_recipe())] * (2 * len(self.recipes) // 3)
         self.rng = random.Random(self.seed)
         self.batch = FIRST_BATCH
         self.per_call = 0.005  # the child's expected seconds per call, measured batch by batch

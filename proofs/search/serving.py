@@ -111,13 +111,12 @@ FAMILY_FEATURES = (*FAMILIES[:4], FAMILIES[5], "abort of a request sharing its p
 CACHING_MODES = ("families", "memory pressure", "twins")
 
 
-CACHED_BRANCHES = (3, 4)  # with caching, valid_calls draws integers(0, 4) first; these values draw caching_calls
-
-
 @built_once
 @st.composite
 def _caching_or(draw, anywhere, cached):
     """Two calls in five from ``cached`` (the last branches), the rest from ``anywhere``."""
+    from proofs.search.aim import CACHED_BRANCHES
+
     if draw(st.integers(0, CACHED_BRANCHES[-1])) in CACHED_BRANCHES:
         return draw(cached)
     return draw(anywhere)
