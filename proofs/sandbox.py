@@ -30,7 +30,11 @@ both computed in the child (each repr within ``REPR_SECONDS``, at most ``MAX_REP
 message), and that the judges read as not well typed.  A message larger than
 ``MAX_VALUES`` values or ``MAX_BYTES`` bytes is not sent (the result "is not plain
 data": ``well_typed``).  Aliasing is not kept (a list referred to twice arrives as two
-equal lists).  A batch of results is one list, encoded the same way.
+equal lists).  A batch of results is one list, encoded the same way.  Writing a result
+never counts against the call's limit: unless the result is small exact JSON (at most
+``QUICK_VALUES`` values), the worker first tells the harness when the call ended, and the
+harness then gives the answer ``ANSWER_SECONDS`` to arrive.  Measured by
+benchmarks/bench_throughput.py --transport (docs/performance.md).
 
 ``drop_opaque_extras``: a result's extra keys (those the model's ``contract_part``
 leaves out, in the result, a record or a trace entry) that hold an Opaque are dropped
@@ -140,7 +144,9 @@ import ctypes
 import faulthandler
 import gc
 import json
+import math
 import multiprocessing
+import operator
 import os
 import pickle
 import random
@@ -154,6 +160,8 @@ import tempfile
 import time
 import traceback
 import weakref
+from functools import partial
+from itertools import chain, compress
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as _wait_connections
 from typing import Any, Callable, NamedTuple
@@ -214,6 +222,7 @@ class Outcome(NamedTuple):
 # str, int, float (nan and the infinities included) or bool, and None, travel as JSON.
 
 _TUPLE, _PAIRS, _OPAQUE, _BIG_INT = "\x00t", "\x00d", "\x00o", "\x00i"
+_EXACT, _TAGGED = b"J", b"T"  # a message's first byte: JSON alone, or JSON with tags
 _SCALARS = frozenset((str, float, bool, type(None)))
 _SCALARS_AND_INT = _SCALARS | {int}
 _STR_ONLY = frozenset((str,))
@@ -223,8 +232,11 @@ MAX_DEPTH = 100  # containers nested deeper arrive as Opaque
 MAX_VALUES = 10_000_000  # containers and their items, per message; more is "too large" (a result this big is not one)
 MAX_BYTES = 256 * 2**20  # of encoded text, per message
 REPR_CHARS = 80  # of an Opaque's repr, computed in the child
+TYPE_NAME_CHARS = 200  # of an Opaque's type name
 REPR_SECONDS = 0.2  # each repr (and type name) computed in the child; a repr that loops longer is cut off
 MAX_REPRS = 1_000  # per message; later Opaque values carry "..." (their reprs are not computed)
+REPR_TOTAL_SECONDS = 1.0  # of reprs per message; past it, later Opaque values carry "..." too
+ANSWER_SECONDS = 30.0  # for a worker to write its answer, once the call has ended within its limit
 
 
 class NotPlain(ValueError):
@@ -242,8 +254,8 @@ class Opaque:
         self.type_name = type_name
         self.text = text
 
-    def __repr__(self) -> str:
-        return f"<{self.type_name}: {self.text}>"
+    def __repr__(self) -> str:  # short: a report cuts a value's repr to a few dozen characters
+        return f"<{self.type_name.rpartition('.')[2]}: {self.text}>"
 
     def __eq__(self, other) -> bool:
         return type(other) is Opaque and self.type_name == other.type_name and self.text == other.text
@@ -294,14 +306,15 @@ def _exact_str(text) -> str:
 
 
 def _describe_opaque(value, budget: list) -> list:
-    """[type name, short repr] of a value that is not plain data, computed here (in the child), bounded."""
+    """[type name, short repr] of a value that is not plain data, computed here (in the child), bounded:
+    ``budget`` is [reprs left, the monotonic time after which no repr is computed]."""
     kind = type(value)
-    if budget[0] <= 0:
-        return [_type_name(kind), "..."]
-    budget[0] -= 1
     name = _type_name(kind)
+    if budget[0] <= 0 or time.monotonic() >= budget[1]:
+        return [name, "..."]
+    budget[0] -= 1
     try:
-        with _time_limit(REPR_SECONDS):
+        with _time_limit(max(0.001, min(REPR_SECONDS, budget[1] - time.monotonic()))):
             text = _exact_str(repr(value))
     except _ReprTimeout:
         return [name, f"<its repr did not return within {REPR_SECONDS:g} s>"]
@@ -311,13 +324,50 @@ def _describe_opaque(value, budget: list) -> list:
 
 
 def _type_name(kind: type) -> str:
-    """``module.QualifiedName`` of a type (``builtins.`` left out), read through ``type``'s own
-    descriptors: a metaclass's properties never run."""
-    name = _exact_str(type.__dict__["__qualname__"].__get__(kind))
-    module = type.__dict__["__dict__"].__get__(kind).get("__module__")
+    """``module.QualifiedName`` of a type (``builtins.`` left out; at most TYPE_NAME_CHARS, its end
+    kept), read through ``type``'s own descriptors: a metaclass's properties never run."""
+    name = type.__dict__["__qualname__"].__get__(kind)
+    module = type.__dict__["__module__"].__get__(kind)
+    name = str.__getitem__(name, slice(None)) if isinstance(name, str) else "?"
     if isinstance(module, str) and module != "builtins":
-        return _exact_str(str.__add__(str.__getitem__(module, slice(None)), "." + name))
-    return name
+        name = str.__add__(str.__getitem__(module, slice(None)), "." + name)
+    return name if len(name) <= TYPE_NAME_CHARS else "..." + name[3 - TYPE_NAME_CHARS:]
+
+
+_JSON_KINDS = frozenset((dict, list, str, float, bool, type(None), int))
+_IS_INT, _IS_DICT, _IS_LIST = (partial(operator.is_, kind) for kind in (int, dict, list))
+
+
+def _json_exact(root, limit: int = MAX_VALUES) -> int:
+    """How many values ``root`` holds (itself included) when ``json.dumps(root)`` is read back exactly
+    by ``json.loads`` alone, else 0 (0 too past ``limit`` values, where the walk stops): only exact dicts
+    whose keys are exact str not starting with NUL, lists, str, float, bool, None and ints within
+    ``_INT_LIMIT``, within MAX_DEPTH levels and MAX_VALUES values.  Checked a level at a time in C
+    loops (``map``, ``chain``, ``compress``): the common result costs a few passes, no Python call
+    per value.  No key is hashed and no method of the values runs."""
+    level, seen = [root], 0
+    for _ in range(MAX_DEPTH):
+        if not level:
+            return seen
+        seen += len(level)
+        kinds = set(map(type, level))
+        if seen > limit or not kinds <= _JSON_KINDS:
+            return 0
+        following: list = []
+        if int in kinds:
+            ints = list(compress(level, map(_IS_INT, map(type, level))))
+            if min(ints) <= -_INT_LIMIT or max(ints) >= _INT_LIMIT:
+                return 0
+        if dict in kinds:
+            dicts = list(compress(level, map(_IS_DICT, map(type, level))))
+            keys = list(chain.from_iterable(dicts))
+            if keys and (not _STR_ONLY.issuperset(map(type, keys)) or min(keys)[:1] in ("\x00", "")):
+                return 0  # "" too: a NUL key may follow it (the tagged path sorts that out)
+            following.extend(chain.from_iterable(map(dict.values, dicts)))
+        if list in kinds:
+            following.extend(chain.from_iterable(compress(level, map(_IS_LIST, map(type, level)))))
+        level = following
+    return 0  # deeper than MAX_DEPTH, or a cycle: the tagged path says which
 
 
 def _plain_tree(value, strict: bool):
@@ -325,7 +375,7 @@ def _plain_tree(value, strict: bool):
     JSON has no word for it); containers left unchanged are reused.  Strict: raise NotPlain at the
     first value that is not exactly plain data (a subclass included) instead of an Opaque."""
     values = [MAX_VALUES]
-    reprs = [MAX_REPRS]
+    reprs = [MAX_REPRS, time.monotonic() + REPR_TOTAL_SECONDS]
     path: set = set()  # ids of the containers being encoded: a cycle becomes an Opaque
 
     def opaque(item, why: str = ""):
@@ -422,26 +472,33 @@ def _refuse(item):
     raise NotPlain(f"a {type(item).__name__} appeared while the value was being written (changed by a thread?)")
 
 
-def encode(value, strict: bool = False) -> bytes:
+# built once: json.dumps builds an encoder per call when given options.  No cycle reaches it: the
+# exact path bounds its levels, the tagged one replaces a cycle by an Opaque.
+_JSON = json.JSONEncoder(ensure_ascii=True, allow_nan=True, separators=(",", ":"), default=_refuse,
+                         check_circular=False)
+
+
+def encode(value, strict: bool = False, exact: int | None = None) -> bytes:
     """``value`` as plain-data bytes for the harness (done in the child).  Exact dict, list, tuple,
     str, int, float, bool and None survive exactly (a tuple stays a tuple, a key stays an int);
     a dict, list or tuple subclass arrives as its base type; anything else (an object, an int or
     float subclass, a set, bytes, a cycle, a container nested deeper than ``MAX_DEPTH``) as an
     ``Opaque``.  ``strict``: raise NotPlain instead, for anything not exactly plain data.  Raises
     NotPlain for a value of more than ``MAX_VALUES`` values or ``MAX_BYTES`` bytes.  A list of
-    results (a batch) is one value like any other."""
-    tree = _plain_tree(value, strict)
+    results (a batch) is one value like any other.  ``exact``: ``_json_exact(value)``, if known."""
+    exact = _json_exact(value) if exact is None else exact
+    tree = value if exact else _plain_tree(value, strict)
     limit = sys.get_int_max_str_digits()
     sys.set_int_max_str_digits(0)  # every int written here is below the harness's limit (_INT_LIMIT)
     try:
-        text = json.dumps(tree, ensure_ascii=True, allow_nan=True, separators=(",", ":"), default=_refuse)
+        text = _JSON.encode(tree)
     except RecursionError:
         raise NotPlain("nested too deeply to be written") from None
     finally:
         sys.set_int_max_str_digits(limit)
     if len(text) > MAX_BYTES:
         raise NotPlain(f"more than {MAX_BYTES} bytes of plain data")
-    return text.encode("ascii")
+    return (_EXACT if exact else _TAGGED) + text.encode("ascii")
 
 
 def decode(data: bytes) -> tuple[Any, int]:
@@ -474,7 +531,12 @@ def decode(data: bytes) -> tuple[Any, int]:
         return mapping
 
     try:
-        return json.loads(data.decode("ascii"), object_hook=untag), opaque[0]
+        kind, text = data[:1], data[1:].decode("ascii")
+        if kind == _EXACT:  # no tag: json.loads alone, in C
+            return json.loads(text), 0
+        if kind != _TAGGED:
+            raise NotPlain(f"a message of an unknown kind {kind!r}")
+        return json.loads(text, object_hook=untag), opaque[0]
     except NotPlain:
         raise
     except (ValueError, TypeError, RecursionError, MemoryError) as error:
@@ -809,6 +871,22 @@ _BOOT = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
 _PRELOAD = ("proofs.search.strategies",)  # harness modules whose classes a call may carry (JobList, IntSubclass)
 
 
+_NOTICE = b"E"  # a worker's first message about a call: "it ended at" (then the answer, once written)
+_worker = {"connection": None}  # in a worker: where ``_answer`` sends the notice
+
+
+QUICK_VALUES = 20_000  # a result of this many values or fewer, exact JSON, is written at once (about 2 ms)
+
+
+def _announce(result, ended: float) -> None:
+    """Unless ``result`` is small exact JSON (found out within QUICK_VALUES values), tell the harness
+    at once when the call ended (``_NOTICE``): writing a large or unusual result then never counts
+    against the call's limit (the harness waits ``ANSWER_SECONDS`` more for the answer)."""
+    connection = _worker["connection"]
+    if connection is not None and not _json_exact(result, QUICK_VALUES):
+        connection.send_bytes(_NOTICE + repr(ended).encode("ascii"))
+
+
 def _answer(function, request) -> bytes:
     """One call of the target, as the plain-data message that answers it (ending with when the call
     ended, on the system-wide monotonic clock, so the parent can tell whether it met its limit)."""
@@ -821,6 +899,7 @@ def _answer(function, request) -> bytes:
         return encode([RAISED, type.__dict__["__name__"].__get__(type(error)), _describe(error), mutated,
                        _after(mutated, request), ended])
     ended = time.monotonic()
+    _announce(result, ended)
     mutated = _snapshot(request) != before
     try:
         return encode([RETURNED, result, mutated, "", _after(mutated, request), ended])
@@ -829,9 +908,10 @@ def _answer(function, request) -> bytes:
 
 
 def _snapshot(request) -> bytes | None:
-    """The arguments as plain data, to tell whether a call modified them (None: too large to tell)."""
+    """The arguments as plain data, to tell whether a call modified them (None: too large to tell);
+    their tuple as a list, which JSON writes as it is (only the arguments need to compare)."""
     try:
-        return encode(request)
+        return encode(list(request))
     except NotPlain:
         return None
 
@@ -843,6 +923,7 @@ def _after(mutated: bool, request: tuple):
 
 def _worker_loop(connection, function) -> None:
     """A worker's loop: answer calls until the socket closes."""
+    _worker["connection"] = connection
     while True:
         try:
             request = connection.recv()  # pickled by the harness
@@ -1074,12 +1155,17 @@ class _Zygote:
             return ["malformed"]
         return answer if type(answer) is list and answer and type(answer[0]) is str else ["malformed"]
 
-    def wait_ready(self) -> None:
-        """Wait (until the load limit) for the import; raise TargetError if it fails, dies or does not finish."""
+    def wait_ready(self, until: float | None = None) -> bool:
+        """Wait for the import, until the load limit, or ``until`` (a monotonic time) if that comes first:
+        True once imported, False at ``until`` (the import goes on).  Raise TargetError if the import
+        fails, dies or does not finish within the load limit."""
         if self.ready:
-            return
+            return True
         text = self.target.text
-        if not self._readable(self.deadline - time.monotonic()):
+        end = self.deadline if until is None else min(self.deadline, until)
+        if not self._readable(end - time.monotonic()):
+            if end < self.deadline:
+                return False
             self.kill()
             raise TargetError(f"target {text!r}: import did not finish within {self.load_seconds:g} s "
                               f"(--load-timeout)")
@@ -1094,6 +1180,7 @@ class _Zygote:
             self.kill()
             raise TargetError(f"target {text!r}: its process answered the import with {_short(answer)}")
         self.problem, self.ready = answer[1], True
+        return True
 
     def fork(self) -> tuple[int, Connection]:
         """A fresh worker: its pid and the harness's end of its socket.  Raises _Gone."""
@@ -1175,6 +1262,15 @@ _RESEND = object()  # a submitted call whose child the harness closed: collect s
 
 class _Worker(NamedTuple):
     pid: int
+
+
+def _notice_time(data: bytes) -> float | None:
+    """The time a worker's notice gives, or None if it is not one ``_ended`` writes."""
+    try:
+        ended = float(data[1:64].decode("ascii"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return ended if math.isfinite(ended) and len(data) < 64 else None
 
 
 def _checked_answer(message) -> list | None:
@@ -1264,6 +1360,8 @@ class TargetProcess:
         self._process: _Worker | None = None  # the current worker
         self._connection = None
         self._fresh: dict = {}  # hash seed -> the same target in a fresh interpreter (``fresh``)
+        self.fresh_until: float | None = None  # fresh_ready waits no later than this (the run's deadline)
+        self.fresh_late = 0  # how often fresh_ready gave up at fresh_until: the comparisons it stood for did not run
 
     # -- the zygote and the workers -----------------------------------------------------------
 
@@ -1319,6 +1417,19 @@ class TargetProcess:
             self._fresh[hash_seed] = companion
         return companion
 
+    def fresh_ready(self, hash_seeds) -> bool:
+        """Start the fresh interpreter of each of ``hash_seeds`` (their imports run side by side) and wait
+        for them, until ``fresh_until`` at the latest: True when all are ready, False (counted in
+        ``fresh_late``) if that time came first.  Raises TargetError if an import fails."""
+        companions = [self.fresh(seed) for seed in hash_seeds]
+        for companion in companions:
+            companion.launch()
+        for companion in companions:
+            if not companion._zygote.wait_ready(self.fresh_until):
+                self.fresh_late += 1
+                return False
+        return True
+
     def end_fresh(self, hash_seed: int) -> None:
         """End the fresh interpreter of ``hash_seed`` (``fresh``), if it runs."""
         companion = self._fresh.pop(hash_seed, None)
@@ -1372,6 +1483,18 @@ class TargetProcess:
             return Outcome(TIMED_OUT, error=f"did not return within {limit:g} s")
         try:
             data = self._connection.recv_bytes(MAX_BYTES + CONTROL_BYTES)
+            if data[:1] == _NOTICE:  # the call ended (at the time given): the answer follows, once written
+                ended = _notice_time(data)
+                if ended is None or ended > deadline:
+                    self.close()
+                    if ended is None:
+                        return Outcome(RETURNED, error="the target's process sent a message that is not plain data")
+                    return Outcome(TIMED_OUT, error=f"did not return within {limit:g} s")
+                if not self._connection.poll(ANSWER_SECONDS):
+                    self.close()
+                    return Outcome(RETURNED, error=f"the result is not plain data: it was not written within "
+                                                   f"{ANSWER_SECONDS:g} s")
+                data = self._connection.recv_bytes(MAX_BYTES + CONTROL_BYTES)
         except EOFError:
             return self._died()
         except OSError as error:  # a message longer than any the worker writes

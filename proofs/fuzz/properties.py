@@ -129,14 +129,15 @@ def make_test(context: Context, check: str):
     any invariant of the registry, as that search does (the first broken one, in registry order)."""
     from hypothesis import HealthCheck, given, settings
 
-    from proofs.sandbox import HarnessError
+    from proofs.sandbox import FRESH_INTERPRETERS, HarnessError, fresh_hash_seeds
     from proofs.search.judge import judge_invalid_call, judge_repeated_call, judge_valid_call
 
     model = context.model
     if check not in CHECKS:
         raise ValueError(f"check={check!r}: expected one of {', '.join(CHECKS)}")
     if check == "deterministic":
-        strategy, calls, replay_as, rule = model.valid_calls(max_jobs=8), 7, "deterministic", ""
+        strategy, calls, replay_as, rule = model.valid_calls(max_jobs=8), 7 + FRESH_INTERPRETERS, "deterministic", ""
+        hash_seeds = fresh_hash_seeds()  # this worker's fresh interpreters: random seeds, others in other workers
     elif check == "corrupted_validation":
         strategy, calls, replay_as, rule = model.corrupted_calls(), 1, "validation", CORRUPTED_RULE
     else:
@@ -145,7 +146,7 @@ def make_test(context: Context, check: str):
     def judge(call):
         process = context.process()
         if check == "deterministic":
-            return judge_repeated_call(process, copy.deepcopy(call), model)
+            return judge_repeated_call(process, copy.deepcopy(call), model, hash_seeds)
         if check == "corrupted_validation":
             return judge_invalid_call(process.call(*copy.deepcopy(call)), CORRUPTED_RULE)
         outcome = process.call(*copy.deepcopy(call))

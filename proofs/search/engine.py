@@ -212,6 +212,8 @@ class Search:
         self.statistics: dict[str, Counter] = {}  # per check: how often each interesting case was drawn
         # the PYTHONHASHSEED of each fresh interpreter the determinism check compares with (proofs.sandbox)
         self.hash_seeds = fresh_hash_seeds(seed) if isinstance(process, TargetProcess) else ()
+        if self.hash_seeds:
+            process.fresh_until = deadline  # their imports never hold the run past its deadline
 
     # -- the run ---------------------------------------------------------------------
 
@@ -437,9 +439,14 @@ class Search:
         return self._search("conformance", self.model.valid_calls(), self._valid_steered, self._minimize_valid)
 
     def _deterministic(self) -> bool:
-        return self._search(
+        late = getattr(self.process, "fresh_late", 0)
+        finished = self._search(
             "deterministic", self.model.valid_calls(max_jobs=8), self._repeated, self._minimize_repeated, per_example=REPEATED_CALLS
         )
+        if finished and getattr(self.process, "fresh_late", 0) > late:  # a fresh interpreter was not ready in time
+            self._account.stopped = "deadline"
+            return False
+        return finished
 
     def _corrupted_validation(self) -> bool:
         def judge(call):

@@ -183,7 +183,10 @@ def judge_repeated_call(process: TargetProcess, call, model=None, hash_seeds: tu
 
 
 def _fresh_call(process: TargetProcess, seed: int, call) -> Outcome:
-    """The call in a fresh worker of the fresh interpreter with ``PYTHONHASHSEED=seed``."""
+    """The call in a fresh worker of the fresh interpreter with ``PYTHONHASHSEED=seed`` (``timed_out``,
+    without a call, if that interpreter's import is not done by the run's deadline)."""
+    if not process.fresh_ready((seed,)):
+        return Outcome("timed_out", error=f"the fresh interpreter (PYTHONHASHSEED={seed}) was not ready in time")
     other = process.fresh(seed)
     other.close()
     outcome = other.call(*call)
@@ -214,8 +217,8 @@ def _seed_like(process: TargetProcess, call, wanted, tried: tuple, model) -> int
 def _against_fresh_interpreters(process, call, first: Outcome, hash_seeds: tuple, model) -> list[Finding]:
     """``first`` (the call in a fresh process of the harness's interpreter) against the call in a
     fresh interpreter per hash seed.  A time-out or a death there is no finding (it is not a result)."""
-    if not hash_seeds or not hasattr(process, "fresh"):
-        return []
+    if not hash_seeds or not hasattr(process, "fresh") or not process.fresh_ready(hash_seeds):
+        return []  # (not ready by the run's deadline: counted in process.fresh_late, the check is unfinished)
     seen: dict = {}
     for seed in hash_seeds:
         outcome = _fresh_call(process, seed, call)
@@ -245,6 +248,7 @@ def judge_seeded_pair(process: TargetProcess, call, hash_seeds: tuple, model=Non
     interpreter with each; they must agree."""
     model = model or models.get()
     first_seed, second_seed = hash_seeds
+    process.fresh_ready(hash_seeds)  # both imports side by side
     first, second = _fresh_call(process, first_seed, call), _fresh_call(process, second_seed, call)
     if any(outcome.kind in (TIMED_OUT, DIED) for outcome in (first, second)) or _same(first, second, model):
         return []
@@ -263,7 +267,7 @@ def judge_hash_seed_dependence(process: TargetProcess, call, finding: Finding, h
     result there, the result depends on the interpreter's string hashes, and the finding is
     ``deterministic`` (with a seed that breaks it and one that does not); else ``finding`` itself."""
     model = model or models.get()
-    if not hash_seeds or not hasattr(process, "fresh") or finding.result is None:
+    if not hash_seeds or not hasattr(process, "fresh") or finding.result is None or not process.fresh_ready(hash_seeds):
         return finding
     shown = model.contract_part(finding.result)
     breaks: list = []
