@@ -27,6 +27,7 @@ before/after figure.
     python benchmarks/bench_throughput.py --bound 300 [--model chapter|serving] [--runs 3]
     python benchmarks/bench_throughput.py --check-baseline 46d92ce [--model chapter|serving] [--calls 1000] [--runs 3]
     python benchmarks/bench_throughput.py --transport [--large] [--model chapter|serving] [--calls 1000] [--runs 3]
+    python benchmarks/bench_throughput.py --round-trip [--baseline COMMIT] [--calls 500] [--runs 3]
 
 ``--bound N`` measures what bounds the search's calls per second whatever the harness
 does: Hypothesis running the search's own strategy (``model.valid_calls()``, the
@@ -42,7 +43,10 @@ results for the drawn calls: the pickle the sandbox sent until issue 18 (dumped 
 child, loaded in the harness) against the plain-data encoding that replaced it
 (``proofs.sandbox.encode`` in the child, ``decode`` in the harness), each side apart,
 the runs interleaved.  ``--large`` draws large calls instead (the chapter's large
-calls, 33 to 2000 jobs; serving calls of up to 300 requests).
+calls, 33 to 2000 jobs; serving calls of up to 300 requests).  ``--round-trip`` times
+the sandbox alone: a one-job call of our impl, ``--calls`` times, and a fresh process
+(``close``, then the call) 50 times; with ``--baseline COMMIT`` the same on COMMIT's
+tree in a fresh process, the runs interleaved.
 """
 
 from __future__ import annotations
@@ -337,10 +341,18 @@ def check_table(model, calls: list, runs: int, commit: str) -> None:
 
 def transport_table(model, function, calls: list, runs: int) -> None:
     """CPU microseconds per result: the old pickle against the plain-data encoding, child side and harness side."""
-    from proofs.sandbox import decode, encode
+    from proofs.sandbox import decode, encode, harness_collector
 
     results = [function(*call) for call in calls]
     times: dict = {}
+    with harness_collector():  # as the search runs (the child's side too, to compare like with like)
+        _transport_runs(results, runs, times)
+    _transport_print(model, calls, runs, times)
+
+
+def _transport_runs(results, runs, times) -> None:
+    from proofs.sandbox import decode, encode
+
     for _ in range(runs):
         for name, dump, load in (("pickle (until issue 18)", lambda r: pickle.dumps(r, protocol=pickle.HIGHEST_PROTOCOL),
                                   pickle.loads),
@@ -354,6 +366,9 @@ def transport_table(model, function, calls: list, runs: int) -> None:
             times.setdefault(name, []).append((1e6 * (dumped - started) / len(results),
                                                1e6 * (loaded - dumped) / len(results),
                                                sum(map(len, payloads)) / len(results)))
+
+
+def _transport_print(model, calls, runs, times) -> None:
     sizes = [model.size(call) for call in calls]
     print(f"--model {model.name}: how a result crosses the sandbox, {len(calls)} results of our impl on calls of "
           f"{min(sizes)}..{max(sizes)} {model.noun[1]} (mean {statistics.mean(sizes):.1f}), median of {runs} "
@@ -361,6 +376,51 @@ def transport_table(model, function, calls: list, runs: int) -> None:
     for name, values in times.items():
         child, harness, size = (statistics.median(v[i] for v in values) for i in range(3))
         print(f"  {name:28} child {child:8.1f}  harness {harness:8.1f}  bytes {size:9.0f}")
+
+
+ROUND_TRIP = """
+import statistics, sys, time
+from proofs.sandbox import TargetProcess
+from proofs.targets import parse_target
+calls, runs = int(sys.argv[1]), int(sys.argv[2])
+call = ([{"id": 0, "arrival": 0, "tokens": 1}], 1, True)
+rows = []
+with TargetProcess(parse_target("impl:schedule")) as process:
+    process.call(*call)
+    for _ in range(runs):
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(calls):
+            process.call(*call)
+        call_wall, call_cpu = time.perf_counter() - wall, time.process_time() - cpu
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(50):
+            process.close()
+            process.call(*call)
+        rows.append((1e6 * call_wall / calls, 1e6 * call_cpu / calls, 1e3 * (time.perf_counter() - wall) / 50,
+                     1e3 * (time.process_time() - cpu) / 50))
+print("ROUND-TRIP", *(statistics.median(row[i] for row in rows) for i in range(4)))
+"""
+
+
+def round_trip_table(calls: int, runs: int, commit: str | None) -> None:
+    """The sandbox alone, per call and per fresh process, this tree against COMMIT's, interleaved."""
+    trees = {"this tree": str(ROOT)}
+    with tempfile.TemporaryDirectory() as scratch:
+        if commit:
+            trees = {commit: old_tree(commit, scratch), **trees}
+        rows: dict = {name: [] for name in trees}
+        for _ in range(runs):
+            for name, tree in trees.items():
+                done = subprocess.run([sys.executable, "-c", ROUND_TRIP, str(calls), "1"], capture_output=True,
+                                      text=True, check=True, env=dict(os.environ, PYTHONPATH=tree),
+                                      cwd=tempfile.gettempdir())
+                rows[name].append([float(x) for x in done.stdout.split("ROUND-TRIP ")[1].split()[:4]])
+    print(f"the sandbox alone: a one-job call of impl:schedule ({calls} calls), and a fresh process then the call "
+          f"(50 times), median of {runs}:")
+    for name, values in rows.items():
+        call_wall, call_cpu, fresh_wall, fresh_cpu = (statistics.median(v[i] for v in values) for i in range(4))
+        print(f"  {name:12} call: wall {call_wall:7.0f} us, harness CPU {call_cpu:5.0f} us;  "
+              f"fresh process + call: wall {fresh_wall:6.1f} ms, harness CPU {fresh_cpu:5.2f} ms")
 
 
 def breakdown(model, function, calls) -> str:
@@ -401,10 +461,15 @@ def main() -> int:
     parser.add_argument("--transport", action="store_true",
                         help="only how a result crosses the sandbox: the old pickle against the plain-data encoding")
     parser.add_argument("--large", action="store_true", help="with --transport: large calls instead of small ones")
+    parser.add_argument("--round-trip", action="store_true",
+                        help="only the sandbox: a tiny call and a fresh process, this tree (and --baseline COMMIT's)")
     parser.add_argument("--baseline", metavar="COMMIT",
                         help="also run the old path on COMMIT's tree (git archive), one run interleaved with each of ours")
     args = parser.parse_args()
     model = models.get(args.model)
+    if args.round_trip:
+        round_trip_table(args.calls, args.runs, args.baseline)
+        return 0
     if args.bound:
         bound_table(model, args.bound, args.runs)
         return 0

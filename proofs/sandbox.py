@@ -151,7 +151,6 @@ import os
 import pickle
 import random
 import resource
-import select
 import signal
 import socket
 import subprocess
@@ -1139,7 +1138,7 @@ class _Zygote:
         self._finalizer = weakref.finalize(self, _end_zygote, pid, self.groups, self._popen, harness)
 
     def _readable(self, seconds: float) -> bool:
-        return bool(select.select([self.control], [], [], max(0.0, seconds))[0])
+        return bool(_wait_connections([self.control], max(0.0, seconds)))  # poll(2): any descriptor number
 
     def _answer(self):
         """The zygote's answer (a list), None at its end, ["malformed"] for anything it could not have sent."""
