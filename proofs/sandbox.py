@@ -877,13 +877,16 @@ _worker = {"connection": None}  # in a worker: where ``_answer`` sends the notic
 QUICK_VALUES = 20_000  # a result of this many values or fewer, exact JSON, is written at once (about 2 ms)
 
 
-def _announce(result, ended: float) -> None:
+def _announce(result, ended: float) -> int:
     """Unless ``result`` is small exact JSON (found out within QUICK_VALUES values), tell the harness
     at once when the call ended (``_NOTICE``): writing a large or unusual result then never counts
-    against the call's limit (the harness waits ``ANSWER_SECONDS`` more for the answer)."""
+    against the call's limit (the harness waits ``ANSWER_SECONDS`` more for the answer).  Returns
+    ``_json_exact(result, QUICK_VALUES)``."""
+    quick = _json_exact(result, QUICK_VALUES)
     connection = _worker["connection"]
-    if connection is not None and not _json_exact(result, QUICK_VALUES):
+    if connection is not None and not quick:
         connection.send_bytes(_NOTICE + repr(ended).encode("ascii"))
+    return quick
 
 
 def _answer(function, request) -> bytes:
@@ -898,10 +901,11 @@ def _answer(function, request) -> bytes:
         return encode([RAISED, type.__dict__["__name__"].__get__(type(error)), _describe(error), mutated,
                        _after(mutated, request), ended])
     ended = time.monotonic()
-    _announce(result, ended)
+    quick = _announce(result, ended)
     mutated = _snapshot(request) != before
-    try:
-        return encode([RETURNED, result, mutated, "", _after(mutated, request), ended])
+    try:  # an exact result in an answer with no arguments to send back: the answer is exact too
+        return encode([RETURNED, result, mutated, "", _after(mutated, request), ended],
+                      exact=quick + 6 if quick and not mutated else None)
     except NotPlain as problem:  # too large to send, or written while a thread of the target changed it
         return encode([RETURNED, None, mutated, f"the result is not plain data: {problem}", None, ended])
 

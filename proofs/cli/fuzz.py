@@ -318,7 +318,7 @@ def run_fuzz(args: argparse.Namespace) -> int:
         return _fail_usage(str(error))
 
     def fresh_process():
-        return TargetProcess(target, call_seconds=args.call_timeout, shape=model.shape,
+        return TargetProcess(target, call_seconds=args.call_timeout, shape=model.shape, contract=model.contract_part,
                              adapter=getattr(model, "adapter", None))
 
     try:

@@ -63,7 +63,7 @@ class Context:
     def close(self) -> None:
         """Stop this process's sandbox child (a fresh one starts on the next call)."""
         if self._process is not None and self._pid == os.getpid():
-            self._process.close()
+            self._process.shutdown()  # its worker and its zygote
         self._process = None
 
     def process(self):
@@ -72,6 +72,7 @@ class Context:
 
         if self._process is None or self._pid != os.getpid():
             self._process = TargetProcess(self.target, call_seconds=self.call_seconds, shape=self.model.shape,
+                                          contract=self.model.contract_part,
                                           adapter=getattr(self.model, "adapter", None))
             self._pid = os.getpid()
             self._process.start()
