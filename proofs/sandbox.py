@@ -144,6 +144,7 @@ import ctypes
 import faulthandler
 import gc
 import json
+import marshal
 import math
 import multiprocessing
 import operator
@@ -911,10 +912,16 @@ def _answer(function, request) -> bytes:
 
 
 def _snapshot(request) -> bytes | None:
-    """The arguments as plain data, to tell whether a call modified them (None: too large to tell);
-    their tuple as a list, which JSON writes as it is (only the arguments need to compare)."""
+    """The arguments as bytes, to tell whether a call modified them (never sent, never loaded): by
+    ``marshal`` (version 0: no references, no interning, so the bytes depend on the values alone)
+    when they are exact builtin values, as the harness sends them; else their plain-data encoding (a
+    subclass, or an object the target put in them); None if too large to tell."""
     try:
-        return encode(list(request))
+        return b"m" + marshal.dumps(request, 0)
+    except ValueError:
+        pass
+    try:
+        return b"e" + encode(list(request))
     except NotPlain:
         return None
 

@@ -346,3 +346,22 @@ def test_writing_a_large_result_never_counts_against_the_call_s_limit(tmp_path):
         assert outcome.result["trace"][-1]["pair"] == (49_999, 49_999)
         late = process.call([{"sleep": 2.5}], 1, True)  # the limit itself is what it was
         assert late.kind == "timed_out" and "did not return within 2 s" in late.error
+
+
+def test_the_arguments_snapshot_tells_every_change_of_value_or_type_and_nothing_else():
+    # the child compares two snapshots of the arguments (marshal's bytes for exact builtin values, the
+    # plain-data encoding for anything else): equal values give equal bytes, any change of a value or of
+    # its type (True for 1, 1.0 for 1, an object put in) gives other bytes
+    def request():
+        return ([{"id": 0, "done": True, "size": 1.0}], {"budget": 4})
+
+    snapshot = sandbox._snapshot
+    assert snapshot(request()) == snapshot(request())
+    changes = [lambda r: r[0][0].update(done=1), lambda r: r[0][0].update(size=1),
+               lambda r: r[1].update(budget=5), lambda r: r[0].append(Payload()),
+               lambda r: r[0][0].update(extra=None)]
+    for change in changes:
+        changed = request()
+        change(changed)
+        assert snapshot(changed) != snapshot(request())
+    assert snapshot(([Payload()],)) is not None  # a value marshal cannot write is still compared
