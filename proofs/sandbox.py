@@ -1367,6 +1367,7 @@ class TargetProcess:
         self.dropped: dict = {}  # (where, type name) -> calls on which that extra key was dropped
         self._pending = None  # (args, seconds, limit, deadline, outcome known already) of the call submitted, not collected
         self._zygote: _Zygote | None = None
+        self._load_error: str | None = None  # why the import failed: every later start says so again, no new import
         self._process: _Worker | None = None  # the current worker
         self._connection = None
         self._fresh: dict = {}  # hash seed -> the same target in a fresh interpreter (``fresh``)
@@ -1387,10 +1388,16 @@ class TargetProcess:
         """Start a fresh worker, forked from the zygote (which imports the target first, once);
         raise TargetError if the target cannot be imported, or not within the load limit."""
         self.close()
+        if self._load_error is not None:
+            raise TargetError(self._load_error)
         for attempt in range(2):
             self.launch()
             zygote = self._zygote
-            zygote.wait_ready()
+            try:
+                zygote.wait_ready()
+            except TargetError as error:
+                self._zygote, self._load_error = None, str(error)  # killed by wait_ready
+                raise
             self.signature_problem = zygote.problem
             try:
                 pid, connection = zygote.fork()

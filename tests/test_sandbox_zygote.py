@@ -6,6 +6,7 @@ The slow import is tests/corpus/hostile/slow_import.py, whose import sleeps
 SCHEDCHECK_IMPORT_SECONDS and writes a line per import to SCHEDCHECK_IMPORT_LOG.
 """
 
+import json
 import os
 import pathlib
 import signal
@@ -92,6 +93,10 @@ def test_an_import_past_the_load_limit_is_a_target_error_and_the_zygote_is_kille
     assert time.monotonic() - started < 2.9  # it did not wait for the import (3 s)
     zygote_pid = int(slow.read_text().split()[0])
     assert _gone(zygote_pid)
+    # a later start (the stateful test, a fresh process) says so again, without importing it again
+    with pytest.raises(TargetError, match=r"import did not finish within 1 s \(--load-timeout\)"):
+        process.call(JOB, 1, True)
+    assert slow.read_text().split() == [str(zygote_pid)] and process.imports == 1
     process.shutdown()
 
 
@@ -104,7 +109,7 @@ def test_verify_says_so_in_one_line_with_exit_2(slow, capsys, tmp_path):
 
 @pytest.mark.parametrize("argv", [["verify", "--load-timeout", "0"], ["replay", "x.json", "--load-timeout", "-1"],
                                   ["diff", "a.py:f", "b.py:f", "--load-timeout", "0"],
-                                  ["gate", "--load-timeout", "0"]])
+                                  ["gate", "--load-timeout", "0"], ["fuzz", "--load-timeout", "0"]])
 def test_a_load_timeout_that_is_not_positive_is_a_usage_error(argv, capsys):
     assert main(argv) == 2
     assert "--load-timeout" in capsys.readouterr().err
@@ -113,10 +118,40 @@ def test_a_load_timeout_that_is_not_positive_is_a_usage_error(argv, capsys):
 def test_the_default_load_limit_is_generous_and_apart_from_the_call_limit(capsys):
     assert sandbox.DEFAULT_LOAD_SECONDS >= 120 > 36  # vLLM's cold import, measured: 10 to 36 s (issue 19)
     assert TargetProcess(parse_target(SLOW)).load_seconds == sandbox.DEFAULT_LOAD_SECONDS
-    for command in ("verify", "diff", "replay", "gate"):
+    for command in ("verify", "diff", "replay", "gate", "fuzz"):
         with pytest.raises(SystemExit):
             main([command, "--help"])
         assert "--load-timeout" in capsys.readouterr().out, command
+
+
+def test_an_import_longer_than_the_call_limit_is_never_charged_to_a_call(slow, tmp_path, capsys):
+    # 3 s of import against a 0.5 s call limit: every check runs to its end, no termination, no flaky time-out
+    report = tmp_path / "report.json"
+    code = main(["verify", SLOW, "--call-timeout", "0.5", "--load-timeout", "60", "--seed", "0", "--examples", "5",
+                 "--budget", "300", "--db", "none", "--save-dir", str(tmp_path / "saved"), "--json", str(report)])
+    out = capsys.readouterr().out
+    assert code == 0 and json.loads(report.read_text())["verdict"] == "pass", out
+    assert "\nPASS " in out and "flaky" not in out and "termination" not in out, out
+
+
+def test_the_stateful_test_s_engine_gets_the_load_limit_too(slow):
+    from proofs.online.stateful import run_stateful
+
+    factory = parse_target(f"{HOSTILE / 'slow_import.py'}:make_scheduler")
+    with pytest.raises(TargetError, match=r"import did not finish within 1 s \(--load-timeout\)"):
+        run_stateful(factory, "chapter", 2, seed=0, call_seconds=0.5, load_seconds=1.0)
+    account: dict = {}
+    assert run_stateful(factory, "chapter", 3, seed=0, call_seconds=0.5, load_seconds=60.0, account=account) is None
+    assert account.get("finished", True) and not account.get("flaky") and account["programs"] == 3
+
+
+def test_a_fuzz_property_gets_the_load_limit(slow):
+    from proofs.fuzz.properties import Context
+
+    context = Context(SLOW, "chapter", call_seconds=0.5, load_seconds=1.0)
+    with pytest.raises(TargetError, match=r"import did not finish within 1 s \(--load-timeout\)"):
+        context.process()
+    context.close()
 
 
 HASHES = '''

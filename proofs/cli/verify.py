@@ -521,7 +521,7 @@ def _replay(cex: Counterexample, subject, model, budget: float, given: bool, loa
         cex = cex._replace(check="conformance")
     if cex.check == "stateful":
         search = Search(None, deadline, model=model)
-        search.process = _NoProcess(subject)
+        search.process = _NoProcess(subject, load_seconds)
         return search.replay(cex, factory=subject.text)
     with TargetProcess(subject, shape=model.shape, adapter=getattr(model, "adapter", None),
                        load_seconds=load_seconds, contract=model.contract_part) as process:
@@ -545,8 +545,8 @@ class _NoProcess:
 
     call_seconds = 1.0
 
-    def __init__(self, target) -> None:
-        self.target = target
+    def __init__(self, target, load_seconds: float = DEFAULT_LOAD_SECONDS) -> None:
+        self.target, self.load_seconds = target, load_seconds
 
     def close(self) -> None:
         pass

@@ -43,8 +43,9 @@ class Context:
     """What the tests of one target share in one process: the sandboxed target and the campaign's files."""
 
     def __init__(self, target_text: str, model_name: str = "chapter", policy: str | None = None,
-                 call_seconds: float = 1.0) -> None:
+                 call_seconds: float = 1.0, load_seconds: float | None = None) -> None:
         from proofs import models
+        from proofs.sandbox import DEFAULT_LOAD_SECONDS
         from proofs.targets import parse_target
 
         if not (isinstance(call_seconds, (int, float)) and call_seconds > 0):
@@ -52,6 +53,7 @@ class Context:
         self.model = models.get(model_name, policy)
         self.target = parse_target(target_text)
         self.call_seconds = float(call_seconds)
+        self.load_seconds = float(load_seconds) if load_seconds is not None else DEFAULT_LOAD_SECONDS  # the import's limit
         self.folder = os.environ.get(CAMPAIGN_DIR) or None
         self._process = None
         self._pid = None
@@ -72,7 +74,7 @@ class Context:
 
         if self._process is None or self._pid != os.getpid():
             self._process = TargetProcess(self.target, call_seconds=self.call_seconds, shape=self.model.shape,
-                                          contract=self.model.contract_part,
+                                          contract=self.model.contract_part, load_seconds=self.load_seconds,
                                           adapter=getattr(self.model, "adapter", None))
             self._pid = os.getpid()
             self._process.start()

@@ -68,7 +68,7 @@ from hypothesis import strategies as st
 
 from proofs import models
 from proofs.counterexample import HISTORY_LIMIT, Counterexample
-from proofs.sandbox import (DIED, FRESH_INTERPRETERS, TIMED_OUT, HarnessError, TargetProcess, fresh_hash_seeds,
+from proofs.sandbox import (DEFAULT_LOAD_SECONDS, DIED, FRESH_INTERPRETERS, TIMED_OUT, HarnessError, TargetProcess, fresh_hash_seeds,
                             harness_collector, run_once)
 from proofs.search.judge import (Finding, judge_hash_seed_dependence, judge_invalid_call, judge_repeated_call,
                                  judge_seeded_pair, judge_valid_call)
@@ -470,7 +470,8 @@ class Search:
         account: dict = {}
         failure = run_stateful(target, self.model.name, self.examples["stateful"], self.seed, policy=policy,
                                call_seconds=self.process.call_seconds or 1.0, deadline=self.deadline,
-                               account=account, domain=getattr(self.model, "declared", None))
+                               account=account, domain=getattr(self.model, "declared", None),
+                               load_seconds=getattr(self.process, "load_seconds", DEFAULT_LOAD_SECONDS))
         self._account.tried = account.get("programs", 0)
         notes = []
         if account.get("shrinking"):
@@ -855,7 +856,8 @@ class Search:
         while failure is None and made < wanted_attempts and time.monotonic() < self.deadline:
             made += 1
             failure = run_program(self._factory(factory), self.model.name, list(cex.program), policy,
-                                  call_seconds=self.process.call_seconds or 1.0)
+                                  call_seconds=self.process.call_seconds or 1.0,
+                                  load_seconds=getattr(self.process, "load_seconds", DEFAULT_LOAD_SECONDS))
         if failure is None:
             return Replayed([], made, time.monotonic() - started, 0)
         return Replayed([Finding(failure.invariant, failure.text)], made, time.monotonic() - started, 0,
