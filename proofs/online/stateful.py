@@ -46,7 +46,7 @@ import spec
 import spec.serving as serving
 from proofs.online.driver import NO_VIEW, from_block_tables, session
 from proofs.online.shadow import ChapterShadow, ServingShadow, entry_problem, is_idle
-from proofs.sandbox import TargetProcess
+from proofs.sandbox import DEFAULT_LOAD_SECONDS, TargetProcess
 from proofs.search.serving import configs, peak_tokens
 from spec.serving.metrics import trace_entry
 from spec.serving.oracle import _plain
@@ -372,7 +372,8 @@ def replayable(invariant: str, message: str, program: list[str], timeline: list[
 
 def run_stateful(target, model_name: str, max_examples: int, seed: int | None = None, policy: str = "fcfs",
                  call_seconds: float = 1.0, deadline: float | None = None, shrink_seconds: float = SHRINK_SECONDS,
-                 account: dict | None = None, domain=None) -> StatefulFailure | None:
+                 account: dict | None = None, domain=None,
+                 load_seconds: float = DEFAULT_LOAD_SECONDS) -> StatefulFailure | None:
     """Drive ``target`` (a factory) through the protocol; the shortest failing program found, else None.
 
     Hypothesis shrinks a failure for at most ``shrink_seconds``, then ``shrink_program`` for at
@@ -384,12 +385,14 @@ def run_stateful(target, model_name: str, max_examples: int, seed: int | None = 
     when the deadline stopped it) and ``flaky`` (a time-out or death that its program did not show
     again on a fresh engine, even with a limit ``RETRY_FACTOR`` times larger: then None is returned).
     ``domain``, a declared domain (proofs.models.declared), keeps the configs and requests drawn, and
-    those of every shrunk program, inside it."""
+    those of every shrunk program, inside it.  ``load_seconds`` bounds the import of ``target`` (--load-timeout),
+    apart from the per-call limit."""
     base = ServingClient if model_name == "serving" else ChapterClient
     record = {"deadline": deadline if deadline is not None else float("inf"), "since": None,
               "shrink": shrink_seconds * HYPOTHESIS_SHRINK_SHARE}
     shape = SHAPES[model_name]
-    with TargetProcess(target, call_seconds=call_seconds, shape=shape, adapter=session) as process:
+    with TargetProcess(target, call_seconds=call_seconds, shape=shape, adapter=session, load_seconds=load_seconds) as process:
+        process.start()  # the import, in a zygote: a TargetError if it fails, raised here, not inside a program
 
         class Machine(base):
             pass
@@ -445,11 +448,13 @@ def run_stateful(target, model_name: str, max_examples: int, seed: int | None = 
                            _as_data(actions), reproduced)
 
 
-def run_program(target, model_name: str, actions, policy: str = "fcfs", call_seconds: float = 1.0) -> StatefulFailure | None:
+def run_program(target, model_name: str, actions, policy: str = "fcfs", call_seconds: float = 1.0,
+                load_seconds: float = DEFAULT_LOAD_SECONDS) -> StatefulFailure | None:
     """Run the client's calls ``actions`` (as ``StatefulFailure.program`` holds them) on a fresh engine
     made by ``target``; the failure they show, or None when every step kept every invariant."""
     base = ServingClient if model_name == "serving" else ChapterClient
-    with TargetProcess(target, call_seconds=call_seconds, shape=SHAPES[model_name], adapter=session) as process:
+    with TargetProcess(target, call_seconds=call_seconds, shape=SHAPES[model_name], adapter=session,
+                       load_seconds=load_seconds) as process:
 
         class Machine(base):
             pass
