@@ -7,6 +7,7 @@ from each engine's code (docs/engines.md walks through them); the short verify r
 slow.
 """
 
+import copy
 import importlib.util
 import json
 import os
@@ -174,6 +175,97 @@ def test_nanovllm_decodes_past_the_token_budget_when_max_seqs_exceeds_it():
     result = drive(adapter("nanovllm_npu")(over), requests, over)
     assert [e["scheduled"] for e in result["trace"]] == [[[0, 1], [1, 1]], [[2, 1]], [[0, 1], [1, 1], [2, 1]]]
     assert [v.invariant for v in serving.check(requests, over, result, policy="none")] == ["token_budget"]
+
+
+# -- nano-vllm's own hash cache, with shared prompts (issue 20; docs/engines.md, findings 12 to 15) ----------
+
+
+def cached(max_seqs, budget, block_size, num_blocks):
+    return dict(config(max_seqs, budget, block_size, num_blocks), prefix_caching=True)
+
+
+def prompt_of(request_id, arrival, tokens, output, **more):
+    return {"id": request_id, "arrival": arrival, "prompt": len(tokens), "tokens": list(tokens), "output": output,
+            **more}
+
+
+def findings(requests, config_, result, policy):
+    return [v.invariant for v in serving.check(copy.deepcopy(requests), config_, result, policy=policy)]
+
+
+P1_UNCHUNKED = [prompt_of(0, 0, [1, 2, 3, 4], 1), prompt_of(1, 1, [1, 2, 3, 4, 5], 1)]
+P1_CONFIG = cached(2, 8, 2, 8)
+
+
+def test_nanovllm_npu_hits_a_shared_prompt_as_the_model_does():
+    """Issue 20's P1, unchunked: request 1 takes blocks 0 and 1 from nano-vllm's own hash cache and computes 1 token."""
+    result = drive(adapter("nanovllm_npu")(P1_CONFIG), P1_UNCHUNKED, P1_CONFIG)
+    assert [(e["scheduled"], e["hits"], e["allocated"], e["freed"]) for e in result["trace"]] == [
+        ([[0, 4]], [], [[0, [0, 1]]], [[0, [0, 1]]]),
+        ([[1, 1]], [[1, [0, 1]]], [[1, [2]]], [[1, [0, 1, 2]]]),
+    ]
+    assert result["cache_hit_tokens"] == 4
+    assert findings(P1_UNCHUNKED, P1_CONFIG, result, "fcfs") == []
+
+
+def test_nanovllm_fork_unregisters_a_block_when_its_count_reaches_0():
+    """Finding 14: the fork's deallocate drops the hash of a freed block, so P1's request 1 hits nothing."""
+    result = drive(adapter("nanovllm_fork")(P1_CONFIG), P1_UNCHUNKED, P1_CONFIG)
+    assert result["trace"][1]["hits"] == [] and result["trace"][1]["scheduled"] == [[1, 5]]
+    assert findings(P1_UNCHUNKED, P1_CONFIG, result, "none") == []
+    assert findings(P1_UNCHUNKED, P1_CONFIG, result, "fcfs")[0] == "longest_prefix_hit"
+
+
+WHOLE = [prompt_of(0, 0, [1, 2, 3, 4], 1), prompt_of(1, 1, [1, 2, 3, 4], 1)]
+
+
+def test_nanovllm_npu_hits_a_whole_prompt_and_schedules_0_tokens():
+    """Finding 12: no known - 1 cap, so a prompt cached whole is scheduled 0 tokens (nonnegative_remaining, either policy)."""
+    result = drive(adapter("nanovllm_npu")(P1_CONFIG), WHOLE, P1_CONFIG)
+    assert result["trace"][1]["scheduled"] == [[1, 0]] and result["trace"][1]["hits"] == [[1, [0, 1]]]
+    for policy in ("none", "fcfs"):
+        assert findings(WHOLE, P1_CONFIG, result, policy)[0] == "nonnegative_remaining"
+
+
+STALE = [prompt_of(0, 0, [1, 2, 3, 4], 1), prompt_of(1, 0, [5, 6, 3, 4], 1), prompt_of(2, 0, [1, 2, 3, 4, 9], 1)]
+STALE_CONFIG = cached(1, 8, 2, 3)
+
+
+def test_nanovllm_npu_hits_a_stale_hash_into_another_prefixs_block():
+    """Finding 13: block 1, evicted and refilled with [5, 6 | 3, 4], keeps its old hash entry for [1, 2 | 3, 4];
+    allocate compares only the block's own tokens, so request 2 reads request 1's KV (no_false_sharing)."""
+    result = drive(adapter("nanovllm_npu")(STALE_CONFIG), STALE, STALE_CONFIG)
+    assert result["trace"][1]["allocated"] == [[1, [2, 1]]]  # block 1 taken from the pool for the other prefix
+    assert result["trace"][2]["hits"] == [[2, [0, 1]]]
+    assert findings(STALE, STALE_CONFIG, result, "none") == ["no_false_sharing"]
+    fork = drive(adapter("nanovllm_fork")(STALE_CONFIG), STALE, STALE_CONFIG)  # its fix drops the stale entry
+    assert fork["trace"][2]["hits"] == [] and findings(STALE, STALE_CONFIG, fork, "none") == []
+
+
+FIT = [prompt_of(0, 0, [1, 2, 3, 4], 3), prompt_of(1, 1, [1, 2, 3, 4, 5], 1)]
+FIT_CONFIG = cached(2, 8, 2, 4)
+
+
+def test_nanovllm_counts_every_hit_block_when_fitting():
+    """Finding 15: can_allocate wants a free block for each of the sequence's blocks, held hits too, so request 1
+    (2 hits held by request 0, 1 new block, 2 free) waits until request 0 finishes (work_conserving under fcfs)."""
+    result = drive(adapter("nanovllm_npu")(FIT_CONFIG), FIT, FIT_CONFIG)
+    assert [e["scheduled"] for e in result["trace"]] == [[[0, 4]], [[0, 1]], [[0, 1]], [[1, 1]]]
+    assert findings(FIT, FIT_CONFIG, result, "none") == []
+    assert findings(FIT, FIT_CONFIG, result, "fcfs")[0] == "work_conserving"
+
+
+SAME_TICK = [prompt_of(0, 0, [1, 2, 3, 4, 5], 2), prompt_of(1, 0, [1, 2, 3, 4, 6], 2)]
+
+
+@pytest.mark.parametrize("name", ["nanovllm_npu", "nanovllm_fork"])
+def test_nanovllm_frees_shared_blocks_under_the_last_holder_of_the_tick(name):
+    """Two holders of blocks 0 and 1 finish in one tick: the last in running order lists them (docs/serving.md)."""
+    config_ = cached(2, 8, 2, 8)
+    result = drive(adapter(name)(config_), SAME_TICK, config_)
+    assert result["trace"][1]["hits"] == [[1, [0, 1]]]
+    assert result["trace"][2]["freed"] == [[0, [2]], [1, [0, 1, 3]]]
+    assert findings(SAME_TICK, config_, result, "none") == []
 
 
 # -- vidur -----------------------------------------------------------------------------
