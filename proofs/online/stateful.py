@@ -256,7 +256,9 @@ class ServingClient(_Client):
             self.shadow.add(serving.Request(**request), dict(request))
         entry, view = self.send(f"entry = engine.step()  # tick {tick}", "step")
         if isinstance(entry, dict) and "blocks" in entry and "allocated" not in entry and "freed" not in entry:
-            entry = from_block_tables(entry, self.shadow.held(), self.shadow.config)
+            rows = self.shadow.rows
+            entry = from_block_tables(entry, self.shadow.held(), self.shadow.config,
+                                      lambda i: serving.fcfs_key(rows[i].request) if i in rows else (0, i))
         problem = entry_problem(entry) if entry is not None else None
         if problem is not None:
             self.fail("well_typed", f"tick {tick}: {problem}")
