@@ -436,6 +436,39 @@ def test_vllm_reserve_full_isl_admits_only_when_the_whole_known_sequence_fits(re
     assert (serving.check(FULL_SEQUENCE, FULL_SEQUENCE_CONFIG, result, policy="fcfs") == []) is (not reserve)
 
 
+# vLLM with enable_prefix_caching (issue 20): issue 20's P1 and the hand-made calls refine the model exactly; P2
+# shows vLLM 0.33.0's free queue putting a block without a hash (a partial one) at its head (docs/engines.md V6)
+VLLM_CACHED = cached(2, 8, 2, 8) | {"chunked_prefill": True}
+
+
+@pytest.mark.parametrize("requests", [
+    P1_UNCHUNKED, WHOLE, SAME_TICK,
+    [prompt_of(0, 0, [1, 2, 3, 4, 5], 4, abort=2), prompt_of(1, 1, [1, 2, 3, 4, 6], 2)],  # an abort of a sharer
+    [prompt_of(0, 0, [1, 2], 3), prompt_of(1, 0, [3, 4], 3)],  # a victim hits its own blocks (4 blocks)
+], ids=["P1", "whole prompt", "same tick", "abort", "preemption"])
+def test_vllm_with_prefix_caching_refines_the_model(requests):
+    module = vllm()
+    config_ = dict(VLLM_CACHED, num_blocks=4) if requests[0]["tokens"] == [1, 2] else VLLM_CACHED
+    result = drive(module.make(config_), copy.deepcopy(requests), config_)
+    assert result["trace"] == serving.run(copy.deepcopy(requests), config_)["trace"]
+    assert findings(requests, config_, result, "fcfs") == []
+
+
+def test_vllm_puts_a_freed_block_without_a_hash_at_the_head_of_its_free_queue():
+    """Issue 20's P2: request 2's partial block 1 goes back to the head (block_pool.free_blocks: "LIFO reuse of
+    non-cached blocks"), so request 3 takes blocks 1, 2 where the model, which appends every freed block to the
+    tail, takes 2, 1: lru_eviction under fcfs, every safety claim kept."""
+    module = vllm()
+    requests = [prompt_of(0, 0, [1, 2, 3, 4], 1), prompt_of(1, 0, [9, 9], 1), prompt_of(2, 0, [1, 2, 7], 1),
+                prompt_of(3, 0, [1, 2, 3, 4, 5], 1)]
+    config_ = dict(VLLM_CACHED, max_seqs=1, num_blocks=3)
+    result = drive(module.make(config_), copy.deepcopy(requests), config_)
+    assert result["trace"][3]["hits"] == [[3, [0]]] and result["trace"][3]["allocated"] == [[3, [1, 2]]]
+    assert serving.run(copy.deepcopy(requests), config_)["trace"][3]["allocated"] == [[3, [2, 1]]]
+    assert findings(requests, config_, result, "none") == []
+    assert findings(requests, config_, result, "fcfs")[0] == "lru_eviction"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", ["none"])  # fcfs: once the oracle compares `aborted` as a set (docs/engines.md V3)
 def test_verify_checks_vllm_and_ends_with_a_verdict(policy, tmp_path):
@@ -451,8 +484,9 @@ def test_verify_checks_vllm_and_ends_with_a_verdict(policy, tmp_path):
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=ROOT)
     last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     assert done.returncode == 0 and last.startswith("PASS"), done.stdout[-3000:] + done.stderr[-3000:]
-    assert last.endswith("declared domain: reserve_full_sequence=False or True; token_budget >= max_seqs; "
-                         "without chunked prefill, every request's prompt + output <= token_budget")
+    assert last.endswith("declared domain: reserve_full_sequence=False or True; prefix_caching=False or True; "
+                         "token_budget >= max_seqs; without chunked prefill, every request's prompt + output <= "
+                         "token_budget")
 
 
 # -- SGLang 0.5.23: its admission, KV allocation, radix cache and allocator on CPU (examples/engines/sglang_kv.py) --

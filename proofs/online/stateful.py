@@ -194,9 +194,17 @@ class ServingClient(_Client):
         return serving.is_valid([], config) and (self.domain is None or self.domain.admits(([], config)))
 
     @precondition(lambda self: self.shadow is None)
-    @rule(config=configs())
-    def make(self, config):
-        self.do_make(self.domain.fit_config(config) if self.domain is not None else config)
+    @rule(config=configs(), data=st.data())
+    def make(self, config, data):
+        if self.domain is not None:
+            config = dict(self.domain.fit_config(config))
+            for key, values in self.domain.switch_choices():  # a switch the target declares (prefix_caching...)
+                value = data.draw(st.sampled_from(values), label=key)
+                if value is None:
+                    config.pop(key, None)
+                else:
+                    config[key] = value
+        self.do_make(config)
 
     def do_make(self, config):
         self.actions.append(("make", (dict(config),)))
