@@ -436,6 +436,41 @@ def test_vllm_reserve_full_isl_admits_only_when_the_whole_known_sequence_fits(re
     assert (serving.check(FULL_SEQUENCE, FULL_SEQUENCE_CONFIG, result, policy="fcfs") == []) is (not reserve)
 
 
+def test_vllm_aborts_in_the_clients_order_and_the_fcfs_stateful_check_accepts_it():
+    """V3: vLLM lists two aborts of one tick in the order the client sent them ([8, 5]); since the oracle reads
+    `aborted` as a set, the fcfs stateful check passes the program that used to fail (docs/engines.md)."""
+    import proofs.online.stateful as stateful
+    from proofs.sandbox import TargetProcess
+
+    module = vllm()
+    config_ = config(2, 8, 2, 8, chunked=True)
+    requests = [{"id": 5, "arrival": 0, "prompt": 2, "output": 4}, {"id": 8, "arrival": 0, "prompt": 2, "output": 4}]
+    engine = module.make(config_)
+    for request in requests:
+        engine.add_request(dict(request))
+    engine.step()
+    engine.abort(8)
+    engine.abort(5)
+    assert engine.step()["aborted"] == [8, 5]
+    target = parse_target(os.path.join(ENGINES, "vllm_v1.py") + ":make")
+    with TargetProcess(target, call_seconds=60, shape=stateful.SHAPES["serving"], adapter=stateful.session) as process:
+
+        class Client(stateful.ServingClient):
+            pass
+
+        Client.process, Client.policy = process, "fcfs"
+        Client.record = {"deadline": float("inf"), "since": None, "shrink": float("inf")}
+        client = Client()  # each call below raises StateMismatch on a failure: nothing is swallowed
+        client.do_make(config_)
+        for request in requests:
+            client.do_add(dict(request))
+        client.do_step()
+        client.do_abort(8)
+        client.do_abort(5)
+        client.do_step()
+    assert client.shadow.trace[1]["aborted"] == [8, 5] and client.spec_trace[1]["aborted"] == [5, 8]
+
+
 # vLLM with enable_prefix_caching (issue 20): issue 20's P1 and the hand-made calls refine the model exactly; P2
 # shows vLLM 0.33.0's free queue putting a block without a hash (a partial one) at its head (docs/engines.md V6)
 VLLM_CACHED = cached(2, 8, 2, 8) | {"chunked_prefill": True}
@@ -470,7 +505,7 @@ def test_vllm_puts_a_freed_block_without_a_hash_at_the_head_of_its_free_queue():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("policy", ["none"])  # fcfs: once the oracle compares `aborted` as a set (docs/engines.md V3)
+@pytest.mark.parametrize("policy", ["none"])  # fcfs: V3 is gone, but with prefix caching V6 fails it (docs/engines.md)
 def test_verify_checks_vllm_and_ends_with_a_verdict(policy, tmp_path):
     vllm()
     usage = subprocess.run([sys.executable, "-m", "proofs.cli", "verify", "--help"], capture_output=True, text=True,
