@@ -1,4 +1,5 @@
-"""The HTML report's block rows with prefix caching (issue 20): a row per KV block, its count per tick, hits marked."""
+"""The block rows of the HTML report and the text timeline with prefix caching (issue 20): a row per KV block, its
+count per tick, hits marked."""
 
 from __future__ import annotations
 
@@ -66,3 +67,24 @@ def test_a_garbled_entry_draws_no_block_rows_and_no_error():
     svg = html_report.serving_svg(P1, CONFIG, None, garbled)
     ET.fromstring(svg)
     assert 'class="block-row"' not in svg
+
+
+def test_the_text_timeline_draws_a_row_per_block_with_its_count_and_hits():
+    from proofs.report.serving_timeline import render
+
+    result = serving.run(copy.deepcopy(P1), dict(CONFIG))
+    assert render(P1, CONFIG, None, result["trace"]) == [
+        "tick            |  0  1",
+        "actual   req 0  | 4f  .",
+        "         req 1  |  . 1f",
+        "         blocks |  0  0  (of 8)",
+        "         tokens |  4  1  (budget 8)",
+        "         blk 0  |  1 1h",
+        "         blk 1  |  1 1h",
+        "         blk 2  |  .  1",
+        "cells: tokens scheduled; f finished, p preempted, a aborted in that tick; . nothing",
+        "blk rows (prefix caching): the block's reference count in the tick; h taken as a hit in it",
+    ]
+    plain = dict(CONFIG, prefix_caching=False)
+    requests = [{k: v for k, v in r.items() if k != "tokens"} for r in P1]
+    assert not any("blk" in line for line in render(requests, plain, None, serving.run(requests, plain)["trace"]))

@@ -28,6 +28,8 @@ import html as _html
 import json
 import re
 
+from proofs.report.serving_timeline import block_counts
+
 MAX_TICKS = 40  # tick columns drawn per timeline
 MAX_LANES = 24  # request lanes drawn per serving timeline
 CELL = 26  # px: one tick column
@@ -313,35 +315,6 @@ def _serving_strips(trace, held_before: int = 0) -> tuple[dict, dict]:
         blocks[entry["tick"]] = held
         tokens[entry["tick"]] = sum(n for _, n in entry["scheduled"])
     return blocks, tokens
-
-
-def block_counts(trace) -> tuple[dict, dict]:
-    """Prefix caching: (reference count of each block in each tick, the blocks each tick took as hits), as the drawn
-    ticks show them.  A block's holders are the requests whose table took it (``allocated``, ``hits``) and have not
-    left since (aborted, preempted, finished) nor freed it; a tick's count is taken while it computes: after its
-    aborts, victims and admissions, before its finishers give back.  A window of a longer trace starts from 0."""
-    holders: dict = {}  # block -> the requests holding it
-    counts: dict = {}  # tick -> {block: count}, every block seen so far
-    hits: dict = {}  # tick -> {block: how many hits took it}
-    for entry in trace:
-        tick = entry["tick"]
-        leaving = {i for key in ("aborted", "preempted") for i in entry.get(key, ())}
-        for block in list(holders):
-            holders[block] -= leaving
-        for key in ("hits", "allocated"):
-            for request_id, blocks in entry.get(key) or ():
-                for block in blocks:
-                    holders.setdefault(block, set()).add(request_id)
-                    if key == "hits":
-                        hits.setdefault(tick, {})[block] = hits.get(tick, {}).get(block, 0) + 1
-        counts[tick] = {block: len(who) for block, who in holders.items()}  # while the tick computes
-        finished = set(entry.get("finished", ()))
-        for block in list(holders):
-            holders[block] -= finished
-        for request_id, blocks in entry.get("freed", ()):
-            for block in blocks:
-                holders.setdefault(block, set()).discard(request_id)
-    return counts, hits
 
 
 def _block_rows(trace, columns: list, y: int, panel: str) -> tuple[list[str], int]:
