@@ -26,6 +26,8 @@ before/after figure.
         [--baseline 70a90c8 [--search-examples 300 | --verify-examples 300]] [--old]
     python benchmarks/bench_throughput.py --bound 300 [--model chapter|serving] [--runs 3]
     python benchmarks/bench_throughput.py --check-baseline 46d92ce [--model chapter|serving] [--calls 1000] [--runs 3]
+    python benchmarks/bench_throughput.py --transport [--large] [--model chapter|serving] [--calls 1000] [--runs 3]
+    python benchmarks/bench_throughput.py --round-trip [--baseline COMMIT] [--calls 500] [--runs 3]
 
 ``--bound N`` measures what bounds the search's calls per second whatever the harness
 does: Hypothesis running the search's own strategy (``model.valid_calls()``, the
@@ -36,6 +38,15 @@ calls per CPU second each allows, the runs interleaved.  ``--check-baseline COMM
 times only the oracle per call on the drawn calls (the model's check of our impl's
 result, given the reference as the search gives it, and without it), this tree's
 against COMMIT's spec imported beside it (benchmarks/baselines/spec_at.py), interleaved.
+``--transport`` times only how a result crosses the sandbox, per call, on our impl's
+results for the drawn calls: the pickle the sandbox sent until issue 18 (dumped in the
+child, loaded in the harness) against the plain-data encoding that replaced it
+(``proofs.sandbox.encode`` in the child, ``decode`` in the harness), each side apart,
+the runs interleaved.  ``--large`` draws large calls instead (the chapter's large
+calls, 33 to 2000 jobs; serving calls of up to 300 requests).  ``--round-trip`` times
+the sandbox alone: a one-job call of our impl, ``--calls`` times, and a fresh process
+(``close``, then the call) 50 times; with ``--baseline COMMIT`` the same on COMMIT's
+tree in a fresh process, the runs interleaved.
 """
 
 from __future__ import annotations
@@ -63,8 +74,14 @@ MAX_JOBS = 30
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def small_strategy(model):
-    """The search's strategy of valid calls of at most MAX_JOBS jobs (requests)."""
+def small_strategy(model, large: bool = False):
+    """The search's strategy of valid calls of at most MAX_JOBS jobs (requests); ``large``: large calls only."""
+    if large:
+        if model.name == "chapter":
+            from proofs.search import strategies
+
+            return strategies.large_calls()
+        return model.valid_calls(max_jobs=300)
     if model.name == "chapter":
         from proofs.search import strategies
 
@@ -72,9 +89,9 @@ def small_strategy(model):
     return model.valid_calls(max_jobs=MAX_JOBS)
 
 
-def drawn_calls(model, count: int) -> list:
+def drawn_calls(model, count: int, large: bool = False) -> list:
     """``count`` valid calls of at most MAX_JOBS jobs (requests), drawn by the search's strategies, derandomised."""
-    strategy = small_strategy(model)
+    strategy = small_strategy(model, large)
     calls: list = []
 
     @settings(max_examples=count, database=None, derandomize=True, phases=[Phase.generate], deadline=None,
@@ -322,6 +339,90 @@ def check_table(model, calls: list, runs: int, commit: str) -> None:
         print(f"  check {what:22} {commit} {was:6.3f}  this tree {now:6.3f}  -> {was / now:.2f}x")
 
 
+def transport_table(model, function, calls: list, runs: int) -> None:
+    """CPU microseconds per result: the old pickle against the plain-data encoding, child side and harness side."""
+    from proofs.sandbox import decode, encode, harness_collector
+
+    results = [function(*call) for call in calls]
+    times: dict = {}
+    with harness_collector():  # as the search runs (the child's side too, to compare like with like)
+        _transport_runs(results, runs, times)
+    _transport_print(model, calls, runs, times)
+
+
+def _transport_runs(results, runs, times) -> None:
+    from proofs.sandbox import decode, encode
+
+    for _ in range(runs):
+        for name, dump, load in (("pickle (until issue 18)", lambda r: pickle.dumps(r, protocol=pickle.HIGHEST_PROTOCOL),
+                                  pickle.loads),
+                                 ("plain data (encode/decode)", encode, decode)):
+            started = time.process_time()
+            payloads = [dump(result) for result in results]
+            dumped = time.process_time()
+            for payload in payloads:
+                load(payload)
+            loaded = time.process_time()
+            times.setdefault(name, []).append((1e6 * (dumped - started) / len(results),
+                                               1e6 * (loaded - dumped) / len(results),
+                                               sum(map(len, payloads)) / len(results)))
+
+
+def _transport_print(model, calls, runs, times) -> None:
+    sizes = [model.size(call) for call in calls]
+    print(f"--model {model.name}: how a result crosses the sandbox, {len(calls)} results of our impl on calls of "
+          f"{min(sizes)}..{max(sizes)} {model.noun[1]} (mean {statistics.mean(sizes):.1f}), median of {runs} "
+          f"(CPU microseconds per result):")
+    for name, values in times.items():
+        child, harness, size = (statistics.median(v[i] for v in values) for i in range(3))
+        print(f"  {name:28} child {child:8.1f}  harness {harness:8.1f}  bytes {size:9.0f}")
+
+
+ROUND_TRIP = """
+import statistics, sys, time
+from proofs.sandbox import TargetProcess
+from proofs.targets import parse_target
+calls, runs = int(sys.argv[1]), int(sys.argv[2])
+call = ([{"id": 0, "arrival": 0, "tokens": 1}], 1, True)
+rows = []
+with TargetProcess(parse_target("impl:schedule")) as process:
+    process.call(*call)
+    for _ in range(runs):
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(calls):
+            process.call(*call)
+        call_wall, call_cpu = time.perf_counter() - wall, time.process_time() - cpu
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(50):
+            process.close()
+            process.call(*call)
+        rows.append((1e6 * call_wall / calls, 1e6 * call_cpu / calls, 1e3 * (time.perf_counter() - wall) / 50,
+                     1e3 * (time.process_time() - cpu) / 50))
+print("ROUND-TRIP", *(statistics.median(row[i] for row in rows) for i in range(4)))
+"""
+
+
+def round_trip_table(calls: int, runs: int, commit: str | None) -> None:
+    """The sandbox alone, per call and per fresh process, this tree against COMMIT's, interleaved."""
+    trees = {"this tree": str(ROOT)}
+    with tempfile.TemporaryDirectory() as scratch:
+        if commit:
+            trees = {commit: old_tree(commit, scratch), **trees}
+        rows: dict = {name: [] for name in trees}
+        for _ in range(runs):
+            for name, tree in trees.items():
+                done = subprocess.run([sys.executable, "-c", ROUND_TRIP, str(calls), "1"], capture_output=True,
+                                      text=True, check=True, env=dict(os.environ, PYTHONPATH=tree),
+                                      cwd=tempfile.gettempdir())
+                rows[name].append([float(x) for x in done.stdout.split("ROUND-TRIP ")[1].split()[:4]])
+    print(f"the sandbox alone: a one-job call of impl:schedule ({calls} calls), and a fresh process then the call "
+          f"(50 times), median of {runs}:")
+    for name, values in rows.items():
+        call_wall, call_cpu, fresh_wall, fresh_cpu = (statistics.median(v[i] for v in values) for i in range(4))
+        print(f"  {name:12} call: wall {call_wall:7.0f} us, harness CPU {call_cpu:5.0f} us;  "
+              f"fresh process + call: wall {fresh_wall:6.1f} ms, harness CPU {fresh_cpu:5.2f} ms")
+
+
 def breakdown(model, function, calls) -> str:
     """Where one call's time goes in this process: the target, the reference run, the oracle given it, the result's pickle."""
     from proofs.sandbox import harness_collector
@@ -357,10 +458,18 @@ def main() -> int:
                         help="only the ceiling: Hypothesis's own cost per example with the search's strategy (N examples)")
     parser.add_argument("--check-baseline", metavar="COMMIT",
                         help="only the oracle per call on the drawn calls, this tree's against COMMIT's spec")
+    parser.add_argument("--transport", action="store_true",
+                        help="only how a result crosses the sandbox: the old pickle against the plain-data encoding")
+    parser.add_argument("--large", action="store_true", help="with --transport: large calls instead of small ones")
+    parser.add_argument("--round-trip", action="store_true",
+                        help="only the sandbox: a tiny call and a fresh process, this tree (and --baseline COMMIT's)")
     parser.add_argument("--baseline", metavar="COMMIT",
                         help="also run the old path on COMMIT's tree (git archive), one run interleaved with each of ours")
     args = parser.parse_args()
     model = models.get(args.model)
+    if args.round_trip:
+        round_trip_table(args.calls, args.runs, args.baseline)
+        return 0
     if args.bound:
         bound_table(model, args.bound, args.runs)
         return 0
@@ -376,7 +485,10 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as scratch:
             verify_table(model.name, args.verify_examples, args.runs, args.baseline, old_tree(args.baseline, scratch))
         return 0
-    calls = drawn_calls(model, args.calls)
+    calls = drawn_calls(model, args.calls, large=args.large and args.transport)
+    if args.transport:
+        transport_table(model, load_callable(parse_target(model.default_target)), calls, args.runs)
+        return 0
     if args.check_baseline:
         check_table(model, calls, args.runs, args.check_baseline)
         return 0

@@ -135,7 +135,7 @@ class Counterexample(NamedTuple):
             history=None if history is None else tuple(call_from_data(model, entry) for entry in history),
             reproduced=data.get("reproduced", ""), seed=data.get("seed"),
             program=None if program is None else tuple((kind, tuple(args)) for kind, args in program),
-            hash_seeds=tuple(data.get("hash_seeds") or ()), observed_at=data.get("observed_at"),
+            hash_seeds=_hash_seeds(data.get("hash_seeds")), observed_at=data.get("observed_at"),
             history_cut=data.get("history_cut", 0), trace=data.get("trace"), format=data.get("format", 1),
         )
 
@@ -188,6 +188,15 @@ def parse_program(text: str, model_name: str) -> tuple | None:
         except (ValueError, SyntaxError, KeyError):
             return None
     return tuple(program) or None
+
+
+def _hash_seeds(value) -> tuple:
+    """A saved ``hash_seeds`` list as a tuple of PYTHONHASHSEED values (ints 0 .. 2**32-1); ValueError otherwise."""
+    if value is None:
+        return ()
+    if not (isinstance(value, list) and len(value) <= 2 and all(type(v) is int and 0 <= v < 2**32 for v in value)):
+        raise ValueError(f"hash_seeds={value!r}: expected a list of at most two PYTHONHASHSEED values")
+    return tuple(value)
 
 
 def python_literal(value: Any) -> str:

@@ -78,6 +78,9 @@ def pytest_addoption(parser) -> None:
                     help="with --schedcheck-fuzz: the example database of the session's Hypothesis profile (verify's --db)")
     group.addoption("--schedcheck-call-timeout", type=float, default=1.0, metavar="S",
                     help="with --schedcheck-fuzz: wall-clock limit per call of the target (default 1)")
+    group.addoption("--schedcheck-load-timeout", type=float, default=None, metavar="S",
+                    help="with --schedcheck-fuzz: the limit on importing the target, apart from the per-call limit "
+                    "(default verify's --load-timeout)")
 
 
 FUZZ_PROFILE = "schedcheck-fuzz"
@@ -96,6 +99,9 @@ def pytest_configure(config) -> None:
     if not config.getoption("schedcheck_call_timeout") > 0:
         raise pytest.UsageError(
             f"--schedcheck-call-timeout={config.getoption('schedcheck_call_timeout')!r}: expected seconds > 0")
+    load = config.getoption("schedcheck_load_timeout")
+    if load is not None and not load > 0:
+        raise pytest.UsageError(f"--schedcheck-load-timeout={load!r}: expected seconds > 0")
     try:
         database = open_database(config.getoption("schedcheck_db"))
     except ValueError as error:
@@ -148,7 +154,8 @@ class SchedcheckTarget(pytest.Collector):
         from proofs.targets import TargetError
 
         try:
-            context = Context(self.target, model, policy, self.config.getoption("schedcheck_call_timeout"))
+            context = Context(self.target, model, policy, self.config.getoption("schedcheck_call_timeout"),
+                              self.config.getoption("schedcheck_load_timeout"))
         except (TargetError, ValueError) as error:
             raise pytest.UsageError(f"--schedcheck {self.target}: {error}") from None
         chosen = self.config.getoption("schedcheck_fuzz_check") or CHECKS

@@ -7,6 +7,7 @@ from each engine's code (docs/engines.md walks through them); the short verify r
 slow.
 """
 
+import copy
 import importlib.util
 import json
 import os
@@ -174,6 +175,97 @@ def test_nanovllm_decodes_past_the_token_budget_when_max_seqs_exceeds_it():
     result = drive(adapter("nanovllm_npu")(over), requests, over)
     assert [e["scheduled"] for e in result["trace"]] == [[[0, 1], [1, 1]], [[2, 1]], [[0, 1], [1, 1], [2, 1]]]
     assert [v.invariant for v in serving.check(requests, over, result, policy="none")] == ["token_budget"]
+
+
+# -- nano-vllm's own hash cache, with shared prompts (issue 20; docs/engines.md, findings 12 to 15) ----------
+
+
+def cached(max_seqs, budget, block_size, num_blocks):
+    return dict(config(max_seqs, budget, block_size, num_blocks), prefix_caching=True)
+
+
+def prompt_of(request_id, arrival, tokens, output, **more):
+    return {"id": request_id, "arrival": arrival, "prompt": len(tokens), "tokens": list(tokens), "output": output,
+            **more}
+
+
+def findings(requests, config_, result, policy):
+    return [v.invariant for v in serving.check(copy.deepcopy(requests), config_, result, policy=policy)]
+
+
+P1_UNCHUNKED = [prompt_of(0, 0, [1, 2, 3, 4], 1), prompt_of(1, 1, [1, 2, 3, 4, 5], 1)]
+P1_CONFIG = cached(2, 8, 2, 8)
+
+
+def test_nanovllm_npu_hits_a_shared_prompt_as_the_model_does():
+    """Issue 20's P1, unchunked: request 1 takes blocks 0 and 1 from nano-vllm's own hash cache and computes 1 token."""
+    result = drive(adapter("nanovllm_npu")(P1_CONFIG), P1_UNCHUNKED, P1_CONFIG)
+    assert [(e["scheduled"], e["hits"], e["allocated"], e["freed"]) for e in result["trace"]] == [
+        ([[0, 4]], [], [[0, [0, 1]]], [[0, [0, 1]]]),
+        ([[1, 1]], [[1, [0, 1]]], [[1, [2]]], [[1, [0, 1, 2]]]),
+    ]
+    assert result["cache_hit_tokens"] == 4
+    assert findings(P1_UNCHUNKED, P1_CONFIG, result, "fcfs") == []
+
+
+def test_nanovllm_fork_unregisters_a_block_when_its_count_reaches_0():
+    """Finding 14: the fork's deallocate drops the hash of a freed block, so P1's request 1 hits nothing."""
+    result = drive(adapter("nanovllm_fork")(P1_CONFIG), P1_UNCHUNKED, P1_CONFIG)
+    assert result["trace"][1]["hits"] == [] and result["trace"][1]["scheduled"] == [[1, 5]]
+    assert findings(P1_UNCHUNKED, P1_CONFIG, result, "none") == []
+    assert findings(P1_UNCHUNKED, P1_CONFIG, result, "fcfs")[0] == "longest_prefix_hit"
+
+
+WHOLE = [prompt_of(0, 0, [1, 2, 3, 4], 1), prompt_of(1, 1, [1, 2, 3, 4], 1)]
+
+
+def test_nanovllm_npu_hits_a_whole_prompt_and_schedules_0_tokens():
+    """Finding 12: no known - 1 cap, so a prompt cached whole is scheduled 0 tokens (nonnegative_remaining, either policy)."""
+    result = drive(adapter("nanovllm_npu")(P1_CONFIG), WHOLE, P1_CONFIG)
+    assert result["trace"][1]["scheduled"] == [[1, 0]] and result["trace"][1]["hits"] == [[1, [0, 1]]]
+    for policy in ("none", "fcfs"):
+        assert findings(WHOLE, P1_CONFIG, result, policy)[0] == "nonnegative_remaining"
+
+
+STALE = [prompt_of(0, 0, [1, 2, 3, 4], 1), prompt_of(1, 0, [5, 6, 3, 4], 1), prompt_of(2, 0, [1, 2, 3, 4, 9], 1)]
+STALE_CONFIG = cached(1, 8, 2, 3)
+
+
+def test_nanovllm_npu_hits_a_stale_hash_into_another_prefixs_block():
+    """Finding 13: block 1, evicted and refilled with [5, 6 | 3, 4], keeps its old hash entry for [1, 2 | 3, 4];
+    allocate compares only the block's own tokens, so request 2 reads request 1's KV (no_false_sharing)."""
+    result = drive(adapter("nanovllm_npu")(STALE_CONFIG), STALE, STALE_CONFIG)
+    assert result["trace"][1]["allocated"] == [[1, [2, 1]]]  # block 1 taken from the pool for the other prefix
+    assert result["trace"][2]["hits"] == [[2, [0, 1]]]
+    assert findings(STALE, STALE_CONFIG, result, "none") == ["no_false_sharing"]
+    fork = drive(adapter("nanovllm_fork")(STALE_CONFIG), STALE, STALE_CONFIG)  # its fix drops the stale entry
+    assert fork["trace"][2]["hits"] == [] and findings(STALE, STALE_CONFIG, fork, "none") == []
+
+
+FIT = [prompt_of(0, 0, [1, 2, 3, 4], 3), prompt_of(1, 1, [1, 2, 3, 4, 5], 1)]
+FIT_CONFIG = cached(2, 8, 2, 4)
+
+
+def test_nanovllm_counts_every_hit_block_when_fitting():
+    """Finding 15: can_allocate wants a free block for each of the sequence's blocks, held hits too, so request 1
+    (2 hits held by request 0, 1 new block, 2 free) waits until request 0 finishes (work_conserving under fcfs)."""
+    result = drive(adapter("nanovllm_npu")(FIT_CONFIG), FIT, FIT_CONFIG)
+    assert [e["scheduled"] for e in result["trace"]] == [[[0, 4]], [[0, 1]], [[0, 1]], [[1, 1]]]
+    assert findings(FIT, FIT_CONFIG, result, "none") == []
+    assert findings(FIT, FIT_CONFIG, result, "fcfs")[0] == "work_conserving"
+
+
+SAME_TICK = [prompt_of(0, 0, [1, 2, 3, 4, 5], 2), prompt_of(1, 0, [1, 2, 3, 4, 6], 2)]
+
+
+@pytest.mark.parametrize("name", ["nanovllm_npu", "nanovllm_fork"])
+def test_nanovllm_frees_shared_blocks_under_the_last_holder_of_the_tick(name):
+    """Two holders of blocks 0 and 1 finish in one tick: the last in running order lists them (docs/serving.md)."""
+    config_ = cached(2, 8, 2, 8)
+    result = drive(adapter(name)(config_), SAME_TICK, config_)
+    assert result["trace"][1]["hits"] == [[1, [0, 1]]]
+    assert result["trace"][2]["freed"] == [[0, [2]], [1, [0, 1, 3]]]
+    assert findings(SAME_TICK, config_, result, "none") == []
 
 
 # -- vidur -----------------------------------------------------------------------------
@@ -344,8 +436,76 @@ def test_vllm_reserve_full_isl_admits_only_when_the_whole_known_sequence_fits(re
     assert (serving.check(FULL_SEQUENCE, FULL_SEQUENCE_CONFIG, result, policy="fcfs") == []) is (not reserve)
 
 
+def test_vllm_aborts_in_the_clients_order_and_the_fcfs_stateful_check_accepts_it():
+    """V3: vLLM lists two aborts of one tick in the order the client sent them ([8, 5]); since the oracle reads
+    `aborted` as a set, the fcfs stateful check passes the program that used to fail (docs/engines.md)."""
+    import proofs.online.stateful as stateful
+    from proofs.sandbox import TargetProcess
+
+    module = vllm()
+    config_ = config(2, 8, 2, 8, chunked=True)
+    requests = [{"id": 5, "arrival": 0, "prompt": 2, "output": 4}, {"id": 8, "arrival": 0, "prompt": 2, "output": 4}]
+    engine = module.make(config_)
+    for request in requests:
+        engine.add_request(dict(request))
+    engine.step()
+    engine.abort(8)
+    engine.abort(5)
+    assert engine.step()["aborted"] == [8, 5]
+    target = parse_target(os.path.join(ENGINES, "vllm_v1.py") + ":make")
+    with TargetProcess(target, call_seconds=60, shape=stateful.SHAPES["serving"], adapter=stateful.session) as process:
+
+        class Client(stateful.ServingClient):
+            pass
+
+        Client.process, Client.policy = process, "fcfs"
+        Client.record = {"deadline": float("inf"), "since": None, "shrink": float("inf")}
+        client = Client()  # each call below raises StateMismatch on a failure: nothing is swallowed
+        client.do_make(config_)
+        for request in requests:
+            client.do_add(dict(request))
+        client.do_step()
+        client.do_abort(8)
+        client.do_abort(5)
+        client.do_step()
+    assert client.shadow.trace[1]["aborted"] == [8, 5] and client.spec_trace[1]["aborted"] == [5, 8]
+
+
+# vLLM with enable_prefix_caching (issue 20): issue 20's P1 and the hand-made calls refine the model exactly; P2
+# shows vLLM 0.33.0's free queue putting a block without a hash (a partial one) at its head (docs/engines.md V6)
+VLLM_CACHED = cached(2, 8, 2, 8) | {"chunked_prefill": True}
+
+
+@pytest.mark.parametrize("requests", [
+    P1_UNCHUNKED, WHOLE, SAME_TICK,
+    [prompt_of(0, 0, [1, 2, 3, 4, 5], 4, abort=2), prompt_of(1, 1, [1, 2, 3, 4, 6], 2)],  # an abort of a sharer
+    [prompt_of(0, 0, [1, 2], 3), prompt_of(1, 0, [3, 4], 3)],  # a victim hits its own blocks (4 blocks)
+], ids=["P1", "whole prompt", "same tick", "abort", "preemption"])
+def test_vllm_with_prefix_caching_refines_the_model(requests):
+    module = vllm()
+    config_ = dict(VLLM_CACHED, num_blocks=4) if requests[0]["tokens"] == [1, 2] else VLLM_CACHED
+    result = drive(module.make(config_), copy.deepcopy(requests), config_)
+    assert result["trace"] == serving.run(copy.deepcopy(requests), config_)["trace"]
+    assert findings(requests, config_, result, "fcfs") == []
+
+
+def test_vllm_puts_a_freed_block_without_a_hash_at_the_head_of_its_free_queue():
+    """Issue 20's P2: request 2's partial block 1 goes back to the head (block_pool.free_blocks: "LIFO reuse of
+    non-cached blocks"), so request 3 takes blocks 1, 2 where the model, which appends every freed block to the
+    tail, takes 2, 1: lru_eviction under fcfs, every safety claim kept."""
+    module = vllm()
+    requests = [prompt_of(0, 0, [1, 2, 3, 4], 1), prompt_of(1, 0, [9, 9], 1), prompt_of(2, 0, [1, 2, 7], 1),
+                prompt_of(3, 0, [1, 2, 3, 4, 5], 1)]
+    config_ = dict(VLLM_CACHED, max_seqs=1, num_blocks=3)
+    result = drive(module.make(config_), copy.deepcopy(requests), config_)
+    assert result["trace"][3]["hits"] == [[3, [0]]] and result["trace"][3]["allocated"] == [[3, [1, 2]]]
+    assert serving.run(copy.deepcopy(requests), config_)["trace"][3]["allocated"] == [[3, [2, 1]]]
+    assert findings(requests, config_, result, "none") == []
+    assert findings(requests, config_, result, "fcfs")[0] == "lru_eviction"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("policy", ["none"])  # fcfs: once the oracle compares `aborted` as a set (docs/engines.md V3)
+@pytest.mark.parametrize("policy", ["none"])  # fcfs: V3 is gone, but with prefix caching V6 fails it (docs/engines.md)
 def test_verify_checks_vllm_and_ends_with_a_verdict(policy, tmp_path):
     vllm()
     usage = subprocess.run([sys.executable, "-m", "proofs.cli", "verify", "--help"], capture_output=True, text=True,
@@ -359,8 +519,9 @@ def test_verify_checks_vllm_and_ends_with_a_verdict(policy, tmp_path):
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=ROOT)
     last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     assert done.returncode == 0 and last.startswith("PASS"), done.stdout[-3000:] + done.stderr[-3000:]
-    assert last.endswith("declared domain: reserve_full_sequence=False or True; token_budget >= max_seqs; "
-                         "without chunked prefill, every request's prompt + output <= token_budget")
+    assert last.endswith("declared domain: reserve_full_sequence=False or True; prefix_caching=False or True; "
+                         "token_budget >= max_seqs; without chunked prefill, every request's prompt + output <= "
+                         "token_budget")
 
 
 # -- SGLang 0.5.23: its admission, KV allocation, radix cache and allocator on CPU (examples/engines/sglang_kv.py) --

@@ -15,13 +15,20 @@ run from the installed files.  ``Scheduler(config)`` is given a namespace with t
 fields it reads.
 
 The mapping (each an assumption, stated in docs/engines.md too):
-- a request is one ``Sequence`` of ``prompt`` distinct token ids, with
-  ``SamplingParams(max_tokens=output, ignore_eos=True)``; every token id the adapter
-  makes (prompt or sampled) is distinct and never the eos (-1), so no two requests
-  share a block through the prefix cache (a shared block would be a block held
-  twice); a preempted sequence's own full blocks do stay in the cache, and its
-  re-admission reuses them (``num_cached_tokens`` > 0), which the serving model,
-  where a preempted request recomputes everything, reports as a difference;
+- nano-vllm always caches (its ``BlockManager`` hashes every full block; there is no
+  switch), so the adapters declare ``prefix_caching: [True]`` and every config drawn
+  for them has it.  A request is one ``Sequence`` whose prompt is the request's
+  ``tokens`` (shared prompts, so nano-vllm's own hash cache hits), or ``prompt``
+  distinct token ids when it has none, with ``SamplingParams(max_tokens=output,
+  ignore_eos=True)``; every token id the adapter makes (a prompt without ``tokens``,
+  every sampled token) is distinct, negative (never a given token) and never the eos
+  (-1).  Where nano-vllm's caching differs from the model's vLLM-like rules (it
+  registers a block at admission, its ``hash_to_block_id`` keeps the last writer of a
+  chain, ``can_allocate`` counts every block of the sequence, hit or not, and nothing
+  caps a hit below the whole sequence), the stateful test under ``--policy fcfs``
+  reports it; ``--policy none`` judges its blocks by content only (docs/engines.md).
+  With ``prefix_caching`` false (a config built by hand) the prompts are distinct as
+  before, and a readmitted sequence's hits on its own blocks show as a difference;
 - ``max_num_seqs = max_seqs``, ``max_num_batched_tokens = token_budget``,
   ``num_kvcache_blocks = num_blocks``, ``kvcache_block_size = block_size`` (the class
   attribute ``Sequence.block_size`` too; nano-vllm's ``Config`` requires a multiple of
@@ -86,15 +93,22 @@ class NanoVLLMAdapter:
             max_num_seqs=config["max_seqs"], max_num_batched_tokens=config["token_budget"], eos=-1,
             num_kvcache_blocks=config["num_blocks"], kvcache_block_size=config["block_size"])
         self.scheduler = modules.scheduler.Scheduler(settings)
-        self._tokens = itertools.count(1)  # every token id distinct: no prefix-cache hit, never the eos
+        self._caching = config.get("prefix_caching") is True
+        # the ids the adapter makes (a prompt without ``tokens``, every sampled token): distinct, never the eos, and
+        # negative, so never equal to a token a request was given (issue 20: generated tokens are the request's own)
+        self._tokens = itertools.count(-2, -1)
         self._seqs = {}  # request id -> Sequence
         self._ids = {}  # seq_id -> request id
         self._to_abort = []
 
     def add_request(self, request: dict) -> None:
-        """Queue ``request`` as a Sequence of ``prompt`` distinct tokens that generates ``output`` tokens."""
+        """Queue ``request`` as a Sequence that generates ``output`` tokens: its prompt is its ``tokens`` when
+        ``prefix_caching`` is on and it has them, else ``prompt`` distinct tokens."""
         self._tally.add("requests")
-        prompt = [next(self._tokens) for _ in range(request["prompt"])]
+        if self._caching and request.get("tokens") is not None:
+            prompt = list(request["tokens"])
+        else:
+            prompt = [next(self._tokens) for _ in range(request["prompt"])]
         seq = self._Sequence(prompt, self._SamplingParams(max_tokens=request["output"], ignore_eos=True))
         self._seqs[request["id"]] = seq
         self._ids[seq.seq_id] = request["id"]

@@ -10,8 +10,9 @@ mapping are ``nanovllm_common``'s (read its docstring).
 from nanovllm_common import NanoVLLMAdapter, load
 
 # what nano-vllm supports (schedcheck draws only inside it): no chunked prefill (its prefill pass takes a
-# whole prompt or none), blocks of 2 tokens or more (may_append's arithmetic; its Config wants multiples of 256)
-DOMAIN = {"chunked_prefill": [False], "block_size": {"min": 2}}
+# whole prompt or none), blocks of 2 tokens or more (may_append's arithmetic; its Config wants multiples of 256),
+# and prefix caching always on (its BlockManager hashes every full block: there is no switch)
+DOMAIN = {"chunked_prefill": [False], "block_size": {"min": 2}, "prefix_caching": [True]}
 
 PACKAGE = "nanovllm"
 MODULES = load(PACKAGE)  # the engine's modules, imported once, as an adapter imports its engine

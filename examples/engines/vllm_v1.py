@@ -92,6 +92,7 @@ import engine_loading
 
 DOMAIN = {
     "reserve_full_sequence": [False, True],  # scheduler_reserve_full_isl, both values (true is vLLM's default)
+    "prefix_caching": [False, True],  # enable_prefix_caching, both values (true is vLLM v1's default)
     "token_budget": {"min": "max_seqs"},
     "unchunked": {"prompt_plus_output": {"max": "token_budget"}},
 }

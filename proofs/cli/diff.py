@@ -15,7 +15,7 @@ from proofs.cli.paths import HTML_HELP, output_problem
 from proofs.report import ci as ci_reports
 from proofs.counterexample import Counterexample
 from proofs.search.differential import Difference, DifferentialSearch
-from proofs.sandbox import TargetProcess
+from proofs.sandbox import DEFAULT_LOAD_SECONDS, TargetProcess
 from proofs.targets import Target, TargetError, parse_target
 from proofs import models
 from proofs.report.timeline import render
@@ -38,6 +38,8 @@ def add_parsers(commands) -> None:
     diff.add_argument("--budget", type=float, default=60.0, metavar="SECONDS")
     diff.add_argument("--seed", type=int, default=None)
     diff.add_argument("--examples", type=int, default=500, metavar="N")
+    diff.add_argument("--load-timeout", type=float, default=DEFAULT_LOAD_SECONDS, metavar="SECONDS",
+                      help="wall-clock limit on importing each target, done once per run (default %(default)g)")
     diff.add_argument("--model", choices=models.NAMES, default=models.DEFAULT,
                       help="which model of the spec judges both: chapter (schedule) or serving (serve)")
     diff.add_argument("--policy", default=None, metavar="fcfs|none", help="serving model: fcfs (default) or none")
@@ -74,8 +76,8 @@ def _worktree(revision: str):
 
 def run_diff(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    if args.budget <= 0 or args.examples < 1:
-        return _fail_usage("--budget and --examples must be positive")
+    if args.budget <= 0 or args.examples < 1 or args.load_timeout <= 0:
+        return _fail_usage("--budget, --examples and --load-timeout must be positive")
     problem = output_problem({"--json": args.json, "--junit": args.junit, "--sarif": args.sarif, "--html": args.html}, {})
     if problem:
         return _fail_usage(problem)
@@ -100,7 +102,8 @@ def run_diff(args: argparse.Namespace) -> int:
 
 def _compare(old: Target, new: Target, args, started: float, model) -> int:
     deadline = started + args.budget
-    with TargetProcess(old, shape=model.shape) as old_process, TargetProcess(new, shape=model.shape) as new_process:
+    isolated = {"shape": model.shape, "load_seconds": args.load_timeout, "contract": model.contract_part}
+    with TargetProcess(old, **isolated) as old_process, TargetProcess(new, **isolated) as new_process:
         old_process.start()
         new_process.start()
         # Hypothesis first, with 60% of the budget; CrossHair's diffbehavior in most of the rest

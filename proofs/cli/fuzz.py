@@ -63,6 +63,8 @@ CAMPAIGN_HELP = """campaign outcomes:
 
 
 def add_parsers(commands) -> None:
+    from proofs.cli.verify import add_load_timeout
+
     fuzz = commands.add_parser(
         "fuzz",
         help="run verify's properties as a long HypoFuzz campaign (many workers, a shared database)",
@@ -88,6 +90,7 @@ def add_parsers(commands) -> None:
                       "or a Redis server shared between machines, used together with .hypothesis/examples")
     fuzz.add_argument("--save-dir", default=None, help="where counterexamples are saved (default verify's)")
     fuzz.add_argument("--call-timeout", type=float, default=1.0, metavar="SECONDS", help="wall-clock limit per call")
+    add_load_timeout(fuzz)
     fuzz.add_argument("--port", type=int, default=DEFAULT_PORT, help="the dashboard's port on localhost (default %(default)s)")
     fuzz.add_argument("--no-dashboard", action="store_true", help="run without HypoFuzz's dashboard")
     fuzz.add_argument("--json", metavar="PATH", help="also write the report as JSON")
@@ -179,7 +182,8 @@ def _pytest_args(args, folder: str, model, target_text: str) -> list[str]:
         handle.write("[pytest]\n")  # none of the project's own options, test paths or plugins' settings
     pytest_args = ["-p", "no:cacheprovider", "-c", ini, "--rootdir", folder, folder,
                    "--schedcheck", target_text, "--schedcheck-fuzz", "--schedcheck-model", model.name,
-                   "--schedcheck-call-timeout", f"{args.call_timeout:g}"]
+                   "--schedcheck-call-timeout", f"{args.call_timeout:g}",
+                   "--schedcheck-load-timeout", f"{args.load_timeout:g}"]
     for check in args.check or ():
         pytest_args += ["--schedcheck-fuzz-check", check]
     if args.policy is not None:
@@ -293,6 +297,7 @@ def run_fuzz(args: argparse.Namespace) -> int:
         ("--workers", args.workers, "an int >= 1"),
         ("--max-seconds", args.max_seconds, "seconds > 0"),
         ("--call-timeout", args.call_timeout, "seconds > 0"),
+        ("--load-timeout", args.load_timeout, "seconds > 0"),
     ):
         if value is not None and not value > 0:
             return _fail_usage(f"{option}={value:g}: expected {rule}")
@@ -318,7 +323,8 @@ def run_fuzz(args: argparse.Namespace) -> int:
         return _fail_usage(str(error))
 
     def fresh_process():
-        return TargetProcess(target, call_seconds=args.call_timeout, shape=model.shape,
+        return TargetProcess(target, call_seconds=args.call_timeout, shape=model.shape, contract=model.contract_part,
+                             load_seconds=args.load_timeout,
                              adapter=getattr(model, "adapter", None))
 
     try:

@@ -103,6 +103,8 @@ def add_parsers(commands, *, run_cli, command_names) -> None:
     gate.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help="where every report goes (default %(default)s/)")
     gate.add_argument("--seed", type=int, default=None, help="make verify and diff repeatable")
     gate.add_argument("--examples", type=int, default=None, metavar="N", help="verify's and diff's --examples (default theirs)")
+    gate.add_argument("--load-timeout", type=float, default=None, metavar="SECONDS",
+                      help="verify's and diff's --load-timeout: the limit on importing the target (default theirs)")
     gate.add_argument("--db", default=None, metavar="DIR", help="verify's Hypothesis database (default verify's; 'none' for none)")
     gate.add_argument("--save-dir", default=None, metavar="DIR",
                       help="where verify saves counterexamples (default DIR/counterexamples under --out)")
@@ -140,6 +142,8 @@ def run_gate(args: argparse.Namespace) -> int:
         return _fail_usage(f"--budget={args.budget!r}: expected seconds > 0")
     if args.examples is not None and args.examples < 1:
         return _fail_usage(f"--examples={args.examples!r}: expected an int >= 1")
+    if args.load_timeout is not None and not args.load_timeout > 0:
+        return _fail_usage(f"--load-timeout={args.load_timeout:g}: expected seconds > 0")
     try:
         model = models.get(args.model, args.policy)
     except ValueError as error:
@@ -226,6 +230,8 @@ def _common(args) -> list[str]:
         extra += ["--seed", str(args.seed)]
     if args.examples is not None:
         extra += ["--examples", str(args.examples)]
+    if args.load_timeout is not None:
+        extra += ["--load-timeout", f"{args.load_timeout:g}"]
     return extra
 
 

@@ -14,7 +14,7 @@ from proofs import models
 from proofs.models import declared
 from proofs.report import ci as ci_reports
 from proofs.counterexample import Counterexample, load, save
-from proofs.sandbox import HarnessError, InProcessTarget, TargetProcess
+from proofs.sandbox import DEFAULT_LOAD_SECONDS, HarnessError, InProcessTarget, TargetProcess
 from proofs.outcomes import FAIL, INCOMPLETE, PASS, UNKNOWN, exit_code
 from proofs.symbolic.bridge import OUTCOMES, ledger
 from proofs.report.text import flaky_note, format_counterexample, summary_line
@@ -109,6 +109,7 @@ def add_parsers(commands) -> None:
         "calls the target in this process, so a hang or crash of it is not contained",
     )
     verify.add_argument("--call-timeout", type=float, default=1.0, metavar="SECONDS", help="wall-clock limit per call")
+    add_load_timeout(verify)
     verify.add_argument("--save-dir", default=SAVED_DIR, help="where counterexamples are saved (default %(default)s)")
     verify.add_argument(
         "--db", default=None, metavar="DIR|none|redis://HOST:PORT[/DB]",
@@ -133,7 +134,17 @@ def add_parsers(commands) -> None:
     replay.add_argument("--budget", type=float, default=REPLAY_BUDGET, metavar="SECONDS",
                         help="how long a failure that depended on earlier calls or chance may be tried again "
                         "(default %(default)g)")
+    add_load_timeout(replay)
     replay.set_defaults(handler=run_replay)
+
+
+def add_load_timeout(parser) -> None:
+    """``--load-timeout``: the limit on the target's import, apart from the per-call limit (proofs.sandbox)."""
+    parser.add_argument(
+        "--load-timeout", type=float, default=DEFAULT_LOAD_SECONDS, metavar="SECONDS",
+        help="wall-clock limit on importing the target, done once per run in a child that then forks a fresh "
+        "process per call (default %(default)g; vLLM's import takes 10 to 36 s)",
+    )
 
 
 def _fail_usage(message: str) -> int:
@@ -179,6 +190,7 @@ def run_verify(args: argparse.Namespace) -> int:
     for option, value, rule in (
         ("--budget", args.budget, "seconds > 0"),
         ("--call-timeout", args.call_timeout, "seconds > 0"),
+        ("--load-timeout", args.load_timeout, "seconds > 0"),
         ("--examples", args.examples, "an int >= 1"),
         ("--workers", args.workers, "an int >= 1"),
     ):
@@ -229,11 +241,12 @@ def run_verify(args: argparse.Namespace) -> int:
     hypothesis_deadline = started + args.budget / 2 if args.engine == "all" else deadline
     progress = Progress(hypothesis_deadline)
     found, calls, unfinished, contracts, checks, flaky = [], 0, [], [], None, []
-    bounds, statistics, corners = None, {}, None  # measured over the calls the Hypothesis engine made
+    bounds, statistics, dropped, corners = None, {}, {}, None  # measured over the calls the Hypothesis engine made
     try:
         isolated = args.backend == "hypothesis"
         with (TargetProcess(target, call_seconds=args.call_timeout, shape=model.shape,
-                            adapter=getattr(model, "adapter", None)) if isolated
+                            adapter=getattr(model, "adapter", None), load_seconds=args.load_timeout,
+                            contract=model.contract_part) if isolated
               else InProcessTarget(target, shape=model.shape)) as process:
             process.start()
             if process.signature_problem:  # nothing was called: not a counterexample, a target of the wrong shape
@@ -249,12 +262,13 @@ def run_verify(args: argparse.Namespace) -> int:
                     merged = run_parallel(
                         target, hypothesis_deadline, args.workers, stateful=ours, model=model,
                         find_all=args.all, db=args.db, saved_dir=args.save_dir,
-                        call_seconds=args.call_timeout, **options,
+                        call_seconds=args.call_timeout, load_seconds=args.load_timeout, **options,
                     )
                     found += merged.found
                     calls, unfinished, checks = merged.calls, merged.unfinished, list(merged.checks)
                     flaky = list(merged.flaky)
-                    bounds, statistics, corners = merged.bounds, merged.statistics, merged.coverage
+                    bounds, statistics, dropped = merged.bounds, merged.statistics, dict(merged.dropped)
+                    corners = merged.coverage
                 else:
                     search = Search(
                         process, hypothesis_deadline, find_all=args.all, database=database,
@@ -274,6 +288,8 @@ def run_verify(args: argparse.Namespace) -> int:
                 judge = Search(process, max(time.monotonic(), deadline) - 2.0, model=model)
                 found += to_counterexamples(contracts, judge)
                 flaky += judge.flaky
+            for note, count in process.dropped.items():  # a serial search's (a worker's are merged above)
+                dropped[note] = dropped.get(note, 0) + count
     except TargetError as error:
         progress.clear()
         return _fail_usage(str(error))
@@ -304,6 +320,8 @@ def run_verify(args: argparse.Namespace) -> int:
         print("\n".join(check_lines(checks)))
     if corners is not None and corners.calls:  # per corner of the coverage model: the calls that reached it
         print("\n".join(corners.lines()))
+    if dropped:
+        print("\n".join(dropped_lines(dropped)))
     for entry in flaky:  # a time-out or death that passed on a retry: logged, not a counterexample
         print(f"flaky {entry.get('kind', 'failure')} {entry['invariant']} (size {entry['size']}): {entry['message']}; "
               "not counted")
@@ -346,7 +364,8 @@ def run_verify(args: argparse.Namespace) -> int:
     print(line)
     if args.json or args.junit or args.sarif or args.html:
         report = _write_json(args.json, verdict, target.text, time.monotonic() - started, [cex for cex, _ in found],
-                             contracts, checks, needed, model, flaky, coverage(calls, bounds, statistics, corners))
+                             contracts, checks, needed, model, flaky, coverage(calls, bounds, statistics, corners),
+                             dropped)
         ci_reports.write_outputs(args, "verify", report, target.text)
         if args.html:
             from proofs.report import html
@@ -380,6 +399,12 @@ def check_lines(checks) -> list[str]:
     return lines
 
 
+def dropped_lines(dropped: dict) -> list[str]:
+    """One line per extra result key dropped because it held no plain data (proofs.sandbox.drop_opaque_extras)."""
+    return [f"dropped {where} (a {kind}, not plain data) on {calls} call{'s' if calls != 1 else ''}: "
+            f"an extra key, never compared" for (where, kind), calls in sorted(dropped.items())]
+
+
 def coverage(calls: int, bounds, statistics: dict, corners=None) -> dict:
     """What the search covered, measured: calls made, the ranges of the valid ones, per check the cases drawn,
     and per corner of the coverage model the judged calls that reached it (``corners``, proofs.search.coverage)."""
@@ -393,7 +418,8 @@ def coverage(calls: int, bounds, statistics: dict, corners=None) -> dict:
 
 
 def _write_json(path: str | None, verdict: str, target: str, seconds: float, counterexamples, contracts=(),
-                checks=None, budget_to_finish=None, model=None, flaky=(), covered: dict | None = None) -> dict:
+                checks=None, budget_to_finish=None, model=None, flaky=(), covered: dict | None = None,
+                dropped: dict | None = None) -> dict:
     report = {
         "verdict": verdict,
         "target": target,
@@ -411,6 +437,9 @@ def _write_json(path: str | None, verdict: str, target: str, seconds: float, cou
         report["budget_to_finish"] = budget_to_finish
     if flaky:
         report["flaky"] = list(flaky)
+    if dropped:
+        report["dropped"] = [{"key": where, "type": kind, "calls": calls}
+                             for (where, kind), calls in sorted(dropped.items())]
     if contracts:
         keys = ("name", "subject", "outcome", "seconds", "planned_seconds", "bounds", "engine_outcome", "message")
         report["contracts"] = [{key: c[key] for key in keys if key in c} for c in contracts]
@@ -425,6 +454,8 @@ def run_replay(args: argparse.Namespace) -> int:
     """Run a saved counterexample again, exactly as saved (its history, its program), and say what it showed:
     FAIL (exit 1) when it fails again; PASS (exit 0) when a failure that reproduced alone no longer does;
     DID NOT REPRODUCE (unknown, exit 2) when a failure that needed earlier calls or chance did not happen again."""
+    if not args.load_timeout > 0:
+        return _fail_usage(f"--load-timeout={args.load_timeout:g}: expected seconds > 0")
     problem = output_problem({"--pytest": args.pytest}, {})
     if problem:
         return _fail_usage(problem)
@@ -464,7 +495,8 @@ def run_replay(args: argparse.Namespace) -> int:
     if cex.check == "stateful":
         extra["factory"] = subject.text
     try:
-        replayed = _replay(cex, subject, model, args.budget, given=args.target is not None)
+        replayed = _replay(cex, subject, model, args.budget, given=args.target is not None,
+                           load_seconds=args.load_timeout)
     except TargetError as error:
         return _fail_usage(str(error))
     wrote = []
@@ -483,7 +515,7 @@ def run_replay(args: argparse.Namespace) -> int:
     return _replay_report(cex, subject, replayed, wrote)
 
 
-def _replay(cex: Counterexample, subject, model, budget: float, given: bool):
+def _replay(cex: Counterexample, subject, model, budget: float, given: bool, load_seconds: float = DEFAULT_LOAD_SECONDS):
     """Replay ``cex`` on ``subject`` in the sandbox: (findings, attempts, history, unreadable, program)."""
     from proofs.search.engine import Replayed, Search
 
@@ -496,9 +528,10 @@ def _replay(cex: Counterexample, subject, model, budget: float, given: bool):
         cex = cex._replace(check="conformance")
     if cex.check == "stateful":
         search = Search(None, deadline, model=model)
-        search.process = _NoProcess(subject)
+        search.process = _NoProcess(subject, load_seconds)
         return search.replay(cex, factory=subject.text)
-    with TargetProcess(subject, shape=model.shape, adapter=getattr(model, "adapter", None)) as process:
+    with TargetProcess(subject, shape=model.shape, adapter=getattr(model, "adapter", None),
+                       load_seconds=load_seconds, contract=model.contract_part) as process:
         process.start()
         if process.signature_problem:
             raise TargetError(f"target {subject.text!r}: {process.signature_problem}")
@@ -519,8 +552,8 @@ class _NoProcess:
 
     call_seconds = 1.0
 
-    def __init__(self, target) -> None:
-        self.target = target
+    def __init__(self, target, load_seconds: float = DEFAULT_LOAD_SECONDS) -> None:
+        self.target, self.load_seconds = target, load_seconds
 
     def close(self) -> None:
         pass

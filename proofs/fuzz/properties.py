@@ -43,8 +43,9 @@ class Context:
     """What the tests of one target share in one process: the sandboxed target and the campaign's files."""
 
     def __init__(self, target_text: str, model_name: str = "chapter", policy: str | None = None,
-                 call_seconds: float = 1.0) -> None:
+                 call_seconds: float = 1.0, load_seconds: float | None = None) -> None:
         from proofs import models
+        from proofs.sandbox import DEFAULT_LOAD_SECONDS
         from proofs.targets import parse_target
 
         if not (isinstance(call_seconds, (int, float)) and call_seconds > 0):
@@ -52,6 +53,7 @@ class Context:
         self.model = models.get(model_name, policy)
         self.target = parse_target(target_text)
         self.call_seconds = float(call_seconds)
+        self.load_seconds = float(load_seconds) if load_seconds is not None else DEFAULT_LOAD_SECONDS  # the import's limit
         self.folder = os.environ.get(CAMPAIGN_DIR) or None
         self._process = None
         self._pid = None
@@ -63,7 +65,7 @@ class Context:
     def close(self) -> None:
         """Stop this process's sandbox child (a fresh one starts on the next call)."""
         if self._process is not None and self._pid == os.getpid():
-            self._process.close()
+            self._process.shutdown()  # its worker and its zygote
         self._process = None
 
     def process(self):
@@ -72,6 +74,7 @@ class Context:
 
         if self._process is None or self._pid != os.getpid():
             self._process = TargetProcess(self.target, call_seconds=self.call_seconds, shape=self.model.shape,
+                                          contract=self.model.contract_part, load_seconds=self.load_seconds,
                                           adapter=getattr(self.model, "adapter", None))
             self._pid = os.getpid()
             self._process.start()
@@ -129,14 +132,15 @@ def make_test(context: Context, check: str):
     any invariant of the registry, as that search does (the first broken one, in registry order)."""
     from hypothesis import HealthCheck, given, settings
 
-    from proofs.sandbox import HarnessError
+    from proofs.sandbox import FRESH_INTERPRETERS, HarnessError, fresh_hash_seeds
     from proofs.search.judge import judge_invalid_call, judge_repeated_call, judge_valid_call
 
     model = context.model
     if check not in CHECKS:
         raise ValueError(f"check={check!r}: expected one of {', '.join(CHECKS)}")
     if check == "deterministic":
-        strategy, calls, replay_as, rule = model.valid_calls(max_jobs=8), 7, "deterministic", ""
+        strategy, calls, replay_as, rule = model.valid_calls(max_jobs=8), 7 + FRESH_INTERPRETERS, "deterministic", ""
+        hash_seeds = fresh_hash_seeds()  # this worker's fresh interpreters: random seeds, others in other workers
     elif check == "corrupted_validation":
         strategy, calls, replay_as, rule = model.corrupted_calls(), 1, "validation", CORRUPTED_RULE
     else:
@@ -145,7 +149,7 @@ def make_test(context: Context, check: str):
     def judge(call):
         process = context.process()
         if check == "deterministic":
-            return judge_repeated_call(process, copy.deepcopy(call), model)
+            return judge_repeated_call(process, copy.deepcopy(call), model, hash_seeds)
         if check == "corrupted_validation":
             return judge_invalid_call(process.call(*copy.deepcopy(call)), CORRUPTED_RULE)
         outcome = process.call(*copy.deepcopy(call))

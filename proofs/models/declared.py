@@ -15,12 +15,13 @@ The vocabulary (every key optional; anything else is a usage error naming it):
 
 - a bool field of the config (``chunked_prefill``; ``reserve_full_sequence`` and
   ``prefix_caching``, false when absent): the list of the values supported, e.g.
-  ``"chunked_prefill": [False]``; the policy switch ``reserve_full_sequence`` is drawn
-  only for a target that declares it (``[False, True]``: absent, false and true are
-  drawn), since a scheduler written before the switch rejects the key; likewise prefix
-  caching (a config's ``prefix_caching``, requests' ``tokens`` from prompt families,
-  proofs.search.serving.caching_calls) is drawn only for a target that lists
-  ``"prefix_caching": [False, True]`` (or ``[True]``), and for our impl;
+  ``"chunked_prefill": [False]``; the switches ``reserve_full_sequence`` (a policy
+  switch) and ``prefix_caching`` are drawn only for a target that declares them
+  (``[False, True]``: absent, false and true are drawn; ``[True]``: always true), in
+  the calls and in the stateful test's configs, since a scheduler written before a
+  switch rejects its key;
+  prefix caching's prompt families (requests' ``tokens``, proofs.search.serving.caching_calls)
+  are drawn for a target that lists ``prefix_caching`` true, and for our impl;
 - an int field of the config (``max_seqs``, ``token_budget``, ``block_size``,
   ``num_blocks``): a dict of bounds, ``min``, ``max`` (each an int, or the name of
   another int field of the same config) and ``multiple_of`` (an int >= 1), e.g.
@@ -50,7 +51,9 @@ BOUNDS = ("min", "max", "multiple_of")
 SECTIONS = {"chunked": True, "unchunked": False}
 INT_FIELDS = ("max_seqs", "token_budget", "block_size", "num_blocks")
 BOOL_FIELDS = ("chunked_prefill", "reserve_full_sequence", "prefix_caching")  # an absent one reads as False
-SWITCHES = ("reserve_full_sequence",)  # policy switches drawn only for a target that declares them
+# switches drawn only for a target that declares them (a scheduler written before one rejects its key): the policy
+# switch reserve_full_sequence, and prefix_caching (issue 20), drawn absent, false and true for a target declaring both
+SWITCHES = ("reserve_full_sequence", "prefix_caching")
 
 
 # -- reading the declaration ------------------------------------------------------------------
@@ -195,6 +198,11 @@ class Domain:
 
     # -- moving a call inside it ------------------------------------------------------------------
 
+    def switch_choices(self) -> list:
+        """[(key, values)] for each switch the declaration names: the values to draw (None: the key left out)."""
+        return [(key, ((None,) if False in self.rules[key] else ()) + tuple(self.rules[key]))
+                for key in SWITCHES if key in self.rules]
+
     def fit_config(self, config: dict) -> dict:
         """``config`` moved inside the declaration: unsupported bools replaced, ints raised or lowered to their bounds."""
         fitted = dict(config)
@@ -313,12 +321,12 @@ class DeclaredModel:
                 else tuple(fitted) if isinstance(requests, tuple) else fitted), config
 
     def valid_calls(self, max_jobs: int | None = None):
-        calls = self.base.valid_calls(max_jobs)  # with prefix caching when the declaration lists it true (for_target)
-        switches = [(key, self.declared.rules[key]) for key in SWITCHES if key in self.declared.rules]
-        if switches:  # a policy switch the target declares is drawn among its values (absent reads as False)
+        calls = self.base.valid_calls(max_jobs)  # prompt families when the declaration lists prefix_caching true
+        switches = self.declared.switch_choices()
+        if switches:  # a switch the target declares is drawn among its values (absent reads as False)
             from hypothesis import strategies as st
 
-            choices = [st.sampled_from(((None,) if False in values else ()) + tuple(values)) for _, values in switches]
+            choices = [st.sampled_from(values) for _, values in switches]
             calls = st.tuples(calls, *choices).map(lambda drawn: self._switched(drawn[0], zip(switches, drawn[1:])))
         return calls.map(self.fit).filter(lambda call: self.is_valid(*call))
 

@@ -80,7 +80,7 @@ def _first_problem(shadow) -> dict | None:
     return None
 
 
-def from_block_tables(entry, held: dict, config=None) -> dict:
+def from_block_tables(entry, held: dict, config=None, abort_key=None) -> dict:
     """The entry with ``allocated`` and ``freed`` derived from ``blocks``, the block tables the tick ran with.
 
     ``held`` maps each running request to the blocks it held before the tick.  New ids
@@ -92,13 +92,15 @@ def from_block_tables(entry, held: dict, config=None) -> dict:
     hits are the first ``len(table) - ceil(n / block_size)`` blocks of its table (n its
     scheduled tokens), the rest are allocated; and a leaver's freed list holds only the
     blocks no table holds any more (their count reached 0), each under the last of the
-    leavers to give it back (aborted, preempted, finished, each list in order)."""
+    leavers to give it back in the tick's release order: the aborted (sorted by
+    ``abort_key``, a request id's (arrival, id), when given), the preempted in order, the
+    finished in their order in ``scheduled`` (running order)."""
     tables = entry["blocks"]
     if not (isinstance(tables, dict) and all(type(k) is int and isinstance(v, (list, tuple)) for k, v in tables.items())
             and all(isinstance(entry.get(key), (list, tuple)) for key in ("scheduled", "aborted", "preempted", "finished"))):
         return entry  # not readable: entry_problem names what is missing
     if config is not None and config.prefix_caching:
-        return _from_cached_tables(entry, tables, held, config.block_size)
+        return _from_cached_tables(entry, tables, held, config.block_size, abort_key)
     derived = {key: value for key, value in entry.items() if key != "blocks"}
     allocated = []
     for pair in entry["scheduled"]:
@@ -125,7 +127,7 @@ def from_block_tables(entry, held: dict, config=None) -> dict:
     return derived
 
 
-def _from_cached_tables(entry, tables: dict, held: dict, block_size: int) -> dict:
+def _from_cached_tables(entry, tables: dict, held: dict, block_size: int, abort_key=None) -> dict:
     """``from_block_tables`` with prefix caching on (see there)."""
     derived = {key: value for key, value in entry.items() if key != "blocks"}
     allocated, hits = [], []
@@ -143,8 +145,14 @@ def _from_cached_tables(entry, tables: dict, held: dict, block_size: int) -> dic
             new = table[cut:]
         if new:
             allocated.append([request_id, new])
-    early = [i for key in ("aborted", "preempted") for i in entry[key]]
-    late = list(entry["finished"])
+    # the tick's release order (docs/serving.md): aborts by (arrival, id) when ``abort_key`` gives it, victims as
+    # preempted, finishers in running order (their order in ``scheduled``), whatever the order of ``finished``
+    aborted = list(entry["aborted"])
+    if abort_key is not None and all(type(i) is int for i in aborted):
+        aborted.sort(key=abort_key)
+    early = aborted + list(entry["preempted"])
+    running = {pair[0]: k for k, pair in enumerate(entry["scheduled"]) if isinstance(pair, (list, tuple)) and pair}
+    late = sorted(entry["finished"], key=lambda i: running.get(i, len(running)))
     gone_ids = set(early) | set(late)
     freed = []
     # the aborted and preempted give back before any block is taken: a block is freed if no one else held it then
@@ -212,7 +220,8 @@ def drive(engine, requests, config) -> dict:
                 shadow.set_abort(request_id, tick)
         entry = _call("step()", tick, engine.step)
         if isinstance(entry, dict) and "blocks" in entry and "allocated" not in entry and "freed" not in entry:
-            entry = from_block_tables(entry, shadow.held(), parsed_config)
+            entry = from_block_tables(entry, shadow.held(), parsed_config,
+                                      lambda i: serving.fcfs_key(shadow.rows[i].request) if i in shadow.rows else (0, i))
         if entry is not None and entry_problem(entry) is not None:
             trace.append(entry)  # as returned: the oracle names what is wrong with it
             break

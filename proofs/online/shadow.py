@@ -427,7 +427,8 @@ class _CacheShadow:
             self.rename.setdefault(block, len(self.rename))
 
     def _release(self, shadow, tick: int, leaving: list, freed: list, why: str) -> None:
-        """One role's releases: the tables of ``leaving`` give their blocks back; ``freed`` must list those at 0."""
+        """One role's releases: the tables of ``leaving`` (in the tick's release order) give their blocks back;
+        ``freed`` must list those at 0, each under the request whose release brings it there (the last holder)."""
         gone: dict[int, int] = {}
         for request_id in leaving:
             row = shadow.rows[request_id]
@@ -449,6 +450,10 @@ class _CacheShadow:
                 elif block not in gone:
                     shadow._problem("refcount_exact", f"tick {tick} frees block {block} for request {request_id} "
                                     f"({why}), which it does not hold", tick)
+                elif gone[block] != request_id and request_id in leaving:
+                    shadow._problem("refcount_exact", f"tick {tick} frees block {block} for request {request_id} "
+                                    f"({why}), but request {gone[block]} also holds it and releases it later in the "
+                                    "tick's order, so the count reaches 0 by its release", tick)
                 listed.add(block)
             for block in reversed(blocks):
                 self.returned[block] = None
@@ -484,7 +489,8 @@ class _CacheShadow:
                 self._name(blocks)
         roles = {key: [i for i in plain[key] if i in shadow.rows] for key in ("aborted", "preempted", "finished")}
         early = set(roles["aborted"]) | set(roles["preempted"])
-        self._release(shadow, tick, roles["aborted"] + roles["preempted"],
+        aborted = sorted(roles["aborted"], key=lambda i: fcfs_key(shadow.rows[i].request))
+        self._release(shadow, tick, aborted + roles["preempted"],
                       [pair for pair in plain["freed"] if pair[0] in early], "aborted or preempted")
         allocated: dict[int, list] = {}
         for request_id, blocks in plain["allocated"]:
@@ -504,7 +510,10 @@ class _CacheShadow:
         for request_id, blocks in allocated.items():  # to a request the tick does not schedule
             self._take(shadow, tick, request_id, blocks, hit=False)
         finished = set(roles["finished"])
-        self._release(shadow, tick, [i for i in roles["finished"] if shadow.rows[i].status == FINISHED],
+        running = {write[0]: k for k, write in enumerate(writes)}  # the finishers release in running order
+        leaving = sorted((i for i in roles["finished"] if shadow.rows[i].status == FINISHED),
+                         key=lambda i: running.get(i, len(running)))
+        self._release(shadow, tick, leaving,
                       [pair for pair in plain["freed"] if pair[0] in finished and pair[0] not in early], "finished")
         others = [pair for pair in plain["freed"] if pair[0] not in early and pair[0] not in finished]
         for request_id, blocks in others:

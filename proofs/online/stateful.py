@@ -25,7 +25,11 @@ invariant), as ``reproduced="no"``.
 What it establishes: for the programs it tried, every state the engine reached keeps
 the registry's state invariants and (fcfs) refines the spec tick by tick.  Bounds: at
 most ``max_examples`` programs of at most 40 calls; configs from
-``proofs.search.serving.configs``, at most 4 slots for the chapter's model.  The
+``proofs.search.serving.configs``, at most 4 slots for the chapter's model; with
+``prefix_caching`` in the config (a target's ``DOMAIN`` may require it), each request's
+``tokens`` are the first tokens of one of three prompt families, its first or last token
+its own or neither, so that prompts are equal, prefixes of one another, equal up to
+their last token, or equal after their first block (issue 20).  The
 account counts the programs run before the first failure; the runs Hypothesis makes
 while it shrinks that failure are counted apart (``shrinking``).
 """
@@ -46,7 +50,7 @@ import spec
 import spec.serving as serving
 from proofs.online.driver import NO_VIEW, from_block_tables, session
 from proofs.online.shadow import ChapterShadow, ServingShadow, entry_problem, is_idle
-from proofs.sandbox import TargetProcess
+from proofs.sandbox import DEFAULT_LOAD_SECONDS, TargetProcess
 from proofs.search.serving import configs, peak_tokens
 from spec.serving.metrics import trace_entry
 from spec.serving.oracle import _plain
@@ -190,9 +194,17 @@ class ServingClient(_Client):
         return serving.is_valid([], config) and (self.domain is None or self.domain.admits(([], config)))
 
     @precondition(lambda self: self.shadow is None)
-    @rule(config=configs())
-    def make(self, config):
-        self.do_make(self.domain.fit_config(config) if self.domain is not None else config)
+    @rule(config=configs(), data=st.data())
+    def make(self, config, data):
+        if self.domain is not None:
+            config = dict(self.domain.fit_config(config))
+            for key, values in self.domain.switch_choices():  # a switch the target declares (prefix_caching...)
+                value = data.draw(st.sampled_from(values), label=key)
+                if value is None:
+                    config.pop(key, None)
+                else:
+                    config[key] = value
+        self.do_make(config)
 
     def do_make(self, config):
         self.actions.append(("make", (dict(config),)))
@@ -214,7 +226,12 @@ class ServingClient(_Client):
         output = data.draw(st.integers(1, total), label="output")
         self.next_id += id_gap
         arrival = self.next_tick() + delay
-        self.do_add({"id": self.next_id, "arrival": arrival, "prompt": total - output + 1, "output": output})
+        request = {"id": self.next_id, "arrival": arrival, "prompt": total - output + 1, "output": output}
+        if self.config.get("prefix_caching") is True:  # shared prompts, so that the engine's cache hits
+            family = data.draw(st.integers(0, len(FAMILIES) - 1), label="prompt family")
+            own = data.draw(st.sampled_from(OWN_TOKEN), label="own token")
+            request["tokens"] = family_tokens(request["prompt"], family, own, self.next_id)
+        self.do_add(request)
 
     def do_add(self, request):
         self.actions.append(("add", (dict(request),)))
@@ -247,7 +264,9 @@ class ServingClient(_Client):
             self.shadow.add(serving.Request(**request), dict(request))
         entry, view = self.send(f"entry = engine.step()  # tick {tick}", "step")
         if isinstance(entry, dict) and "blocks" in entry and "allocated" not in entry and "freed" not in entry:
-            entry = from_block_tables(entry, self.shadow.held())
+            rows = self.shadow.rows
+            entry = from_block_tables(entry, self.shadow.held(), self.shadow.config,
+                                      lambda i: serving.fcfs_key(rows[i].request) if i in rows else (0, i))
         problem = entry_problem(entry) if entry is not None else None
         if problem is not None:
             self.fail("well_typed", f"tick {tick}: {problem}")
@@ -372,7 +391,8 @@ def replayable(invariant: str, message: str, program: list[str], timeline: list[
 
 def run_stateful(target, model_name: str, max_examples: int, seed: int | None = None, policy: str = "fcfs",
                  call_seconds: float = 1.0, deadline: float | None = None, shrink_seconds: float = SHRINK_SECONDS,
-                 account: dict | None = None, domain=None) -> StatefulFailure | None:
+                 account: dict | None = None, domain=None,
+                 load_seconds: float = DEFAULT_LOAD_SECONDS) -> StatefulFailure | None:
     """Drive ``target`` (a factory) through the protocol; the shortest failing program found, else None.
 
     Hypothesis shrinks a failure for at most ``shrink_seconds``, then ``shrink_program`` for at
@@ -384,12 +404,14 @@ def run_stateful(target, model_name: str, max_examples: int, seed: int | None = 
     when the deadline stopped it) and ``flaky`` (a time-out or death that its program did not show
     again on a fresh engine, even with a limit ``RETRY_FACTOR`` times larger: then None is returned).
     ``domain``, a declared domain (proofs.models.declared), keeps the configs and requests drawn, and
-    those of every shrunk program, inside it."""
+    those of every shrunk program, inside it.  ``load_seconds`` bounds the import of ``target`` (--load-timeout),
+    apart from the per-call limit."""
     base = ServingClient if model_name == "serving" else ChapterClient
     record = {"deadline": deadline if deadline is not None else float("inf"), "since": None,
               "shrink": shrink_seconds * HYPOTHESIS_SHRINK_SHARE}
     shape = SHAPES[model_name]
-    with TargetProcess(target, call_seconds=call_seconds, shape=shape, adapter=session) as process:
+    with TargetProcess(target, call_seconds=call_seconds, shape=shape, adapter=session, load_seconds=load_seconds) as process:
+        process.start()  # the import, in a zygote: a TargetError if it fails, raised here, not inside a program
 
         class Machine(base):
             pass
@@ -445,11 +467,13 @@ def run_stateful(target, model_name: str, max_examples: int, seed: int | None = 
                            _as_data(actions), reproduced)
 
 
-def run_program(target, model_name: str, actions, policy: str = "fcfs", call_seconds: float = 1.0) -> StatefulFailure | None:
+def run_program(target, model_name: str, actions, policy: str = "fcfs", call_seconds: float = 1.0,
+                load_seconds: float = DEFAULT_LOAD_SECONDS) -> StatefulFailure | None:
     """Run the client's calls ``actions`` (as ``StatefulFailure.program`` holds them) on a fresh engine
     made by ``target``; the failure they show, or None when every step kept every invariant."""
     base = ServingClient if model_name == "serving" else ChapterClient
-    with TargetProcess(target, call_seconds=call_seconds, shape=SHAPES[model_name], adapter=session) as process:
+    with TargetProcess(target, call_seconds=call_seconds, shape=SHAPES[model_name], adapter=session,
+                       load_seconds=load_seconds) as process:
 
         class Machine(base):
             pass
@@ -583,6 +607,20 @@ def _size_key(record: tuple) -> tuple:
     return (program_size(record), len(actions), sum(numbers), numbers)
 
 
+FAMILIES = (1, 101, 201)  # prompt families: a request's prompt is the first tokens of one (a prefix of another, or equal)
+OWN_TOKEN = (None, "last", "first")  # which token of the prompt, if any, is the request's own
+
+
+def family_tokens(prompt: int, family: int, own: str | None, request_id: int) -> list[int]:
+    """The first ``prompt`` tokens of prompt family ``family``, with its ``own`` token (``last``: prompts equal up
+    to their last token; ``first``: equal blocks after a different first block, which only a chained hash tells
+    apart) the request's own."""
+    tokens = [FAMILIES[family] + k for k in range(prompt)]
+    if own is not None:
+        tokens[-1 if own == "last" else 0] = 10_000 + request_id
+    return tokens
+
+
 INT_FIELDS = ("max_seqs", "token_budget", "block_size", "num_blocks", "prompt", "output", "tokens", "arrival")
 
 
@@ -624,7 +662,8 @@ def _smaller_values(actions: list):
                 continue
             least = 0 if key == "arrival" else 1
             for smaller in _lower(value, least):
-                yield actions[:index] + [(kind, (dict(item, **{key: smaller}),))] + actions[index + 1:]
+                cut = {"tokens": list(item["tokens"])[:smaller]} if key == "prompt" and "tokens" in item else {}
+                yield actions[:index] + [(kind, (dict(item, **{key: smaller}, **cut),))] + actions[index + 1:]
 
 
 def _lower(value: int, least: int) -> list[int]:

@@ -7,8 +7,10 @@ font, no network.  It shows the verdict, every check with its calls and whether 
 finished, every counterexample with its replay command and a timeline per
 counterexample (the chapter's model: slots by ticks, expected above actual, the first
 differing tick marked; the serving model: a lane per request coloured by phase, the KV
-blocks held against ``num_blocks`` and the tokens per tick against ``token_budget``, the
-violated invariant's tick marked), and the prove ledger as a table.
+blocks held against ``num_blocks`` and the tokens per tick against ``token_budget``, with
+prefix caching a row per block showing its reference count in each tick, the ticks
+that took it as a hit outlined and marked ``h``, the violated invariant's tick marked),
+and the prove ledger as a table.
 
 Bounds: a timeline draws at most ``MAX_TICKS`` ticks, windowed around the marked tick
 (the picture says so), and at most ``MAX_LANES`` request lanes.  Output is stable:
@@ -25,6 +27,8 @@ from __future__ import annotations
 import html as _html
 import json
 import re
+
+from proofs.report.serving_timeline import block_counts
 
 MAX_TICKS = 40  # tick columns drawn per timeline
 MAX_LANES = 24  # request lanes drawn per serving timeline
@@ -313,6 +317,43 @@ def _serving_strips(trace, held_before: int = 0) -> tuple[dict, dict]:
     return blocks, tokens
 
 
+def _block_rows(trace, columns: list, y: int, panel: str) -> tuple[list[str], int]:
+    """Prefix caching: a row per KV block, each tick's cell showing its reference count in the tick (blank at 0),
+    outlined and marked ``h`` in a tick that took it as a hit; at most ``MAX_LANES`` rows."""
+    try:
+        counts, hits = block_counts(trace)
+    except (TypeError, ValueError, AttributeError, KeyError):  # an entry the target garbled: no rows, the lanes say it
+        return [], y
+    blocks = sorted({b for row in counts.values() for b in row}, key=lambda b: (type(b) is not int, str(b)))
+    parts = [f'<g class="blocks-strip"{_attrs(data_panel=panel)}>']
+    for block in blocks[:MAX_LANES]:
+        parts.append(f'<g class="block-row"{_attrs(data_block=block, data_panel=panel)}>')
+        parts.append(f'<text x="4" y="{y + 14}" class="label">{esc(f"block {block}")}</text>')
+        for index, tick in enumerate(columns):
+            if tick is None or tick not in counts:
+                continue
+            count, hit = counts[tick].get(block, 0), hits.get(tick, {}).get(block, 0)
+            if not count and not hit:
+                continue
+            x = _x(index)
+            fill = "#ffffff" if not count else ("#bfdbfe" if count == 1 else "#60a5fa" if count == 2 else "#1d4ed8")
+            stroke = ' stroke="#ea580c" stroke-width="2"' if hit else ' stroke="#ffffff"'
+            parts.append(f'<rect class="refcount{" hit" if hit else ""}" x="{x + 1}" y="{y + 1}" width="{CELL - 2}" '
+                         f'height="{ROW - 2}" fill="{fill}"{stroke}'
+                         f'{_attrs(data_tick=tick, data_count=count, data_hits=hit if hit else None)}/>')
+            text = f"{count}h" if hit else str(count)
+            parts.append(f'<text x="{x + CELL // 2}" y="{y + 14}" text-anchor="middle" font-size="10" '
+                         f'fill="{"#ffffff" if count > 2 else "#111827"}">{esc(text)}</text>')
+        parts.append("</g>")
+        y += ROW
+    if len(blocks) > MAX_LANES:
+        parts.append(f'<text x="4" y="{y + 14}" class="note" fill="#4b5563">'
+                     f'{esc(f"({len(blocks) - MAX_LANES} more blocks not drawn)")}</text>')
+        y += ROW
+    parts.append("</g>")
+    return parts, y
+
+
 def _strip(kind: str, title: str, values: dict, limit: int, columns: list, y: int, panel: str) -> list[str]:
     """A bar per tick of ``values`` against the line at ``limit`` (bars above it drawn red)."""
     scale = max([limit, *values.values(), 1])
@@ -340,7 +381,8 @@ def _strip(kind: str, title: str, values: dict, limit: int, columns: list, y: in
 def serving_svg(requests, config, expected_trace, actual_trace, focus: int | None = None,
                 titles=("expected", "actual"), label: str = "violation", number: int = 1,
                 held_before: int = 0, from_start: bool = True) -> str:
-    """Per request a lane of tick cells coloured by phase, then the KV blocks and tokens strips, expected above actual."""
+    """Per request a lane of tick cells coloured by phase, then the KV blocks and tokens strips (and with prefix
+    caching a row per block: its count, hits marked), expected above actual."""
     for key in ("num_blocks", "token_budget"):
         if not isinstance(config, dict) or type(config.get(key)) is not int or config[key] < 1:
             raise ValueError(f"config={config!r}: expected a dict whose {key!r} is an int >= 1")
@@ -391,6 +433,10 @@ def serving_svg(requests, config, expected_trace, actual_trace, focus: int | Non
         y += STRIP + 6
         parts += _strip("tokens", "tokens", tokens, config["token_budget"], columns, y, kind)
         y += STRIP + 12
+        if config.get("prefix_caching") is True:  # a row per block: its reference count, hits marked
+            rows, y = _block_rows(trace, columns, y, kind)
+            parts += rows
+            y += 8
         parts.append("</g>")
     parts += _marker(columns, focus, top - 26, y - 8, label if focus is None else f"{label} @ {focus}", number)
     note = _window_note(columns, cut, all_ticks, focus)

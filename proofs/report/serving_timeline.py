@@ -7,7 +7,9 @@ finished, ``p`` when it was preempted (its blocks given back) and ``a`` when it 
 aborted; ``.`` is a tick in which nothing happened to it.  Under each schedule, the
 blocks held after the tick (allocated minus freed, as the trace itself says; with prefix
 caching a hit on a block no request of the drawn ticks holds counts as one more) and the
-tokens scheduled in the tick, against ``num_blocks`` and ``token_budget``.
+tokens scheduled in the tick, against ``num_blocks`` and ``token_budget``; with prefix
+caching then a row per block (``blk B``, at most ``MAX_BLOCK_ROWS``): its reference count
+in each tick (``block_counts``), ``h`` when the tick took it as a hit.
 """
 
 from __future__ import annotations
@@ -15,6 +17,37 @@ from __future__ import annotations
 from proofs.report.timeline import _columns
 
 LEGEND = "cells: tokens scheduled; f finished, p preempted, a aborted in that tick; . nothing"
+BLOCK_LEGEND = "blk rows (prefix caching): the block's reference count in the tick; h taken as a hit in it"
+MAX_BLOCK_ROWS = 24
+
+
+def block_counts(trace) -> tuple[dict, dict]:
+    """Prefix caching: (reference count of each block in each tick, the blocks each tick took as hits), as the drawn
+    ticks show them.  A block's holders are the requests whose table took it (``allocated``, ``hits``) and have not
+    left since (aborted, preempted, finished) nor freed it; a tick's count is taken while it computes: after its
+    aborts, victims and admissions, before its finishers give back.  A window of a longer trace starts from 0."""
+    holders: dict = {}  # block -> the requests holding it
+    counts: dict = {}  # tick -> {block: count}, every block seen so far
+    hits: dict = {}  # tick -> {block: how many hits took it}
+    for entry in trace:
+        tick = entry["tick"]
+        leaving = {i for key in ("aborted", "preempted") for i in entry.get(key, ())}
+        for block in list(holders):
+            holders[block] -= leaving
+        for key in ("hits", "allocated"):
+            for request_id, blocks in entry.get(key) or ():
+                for block in blocks:
+                    holders.setdefault(block, set()).add(request_id)
+                    if key == "hits":
+                        hits.setdefault(tick, {})[block] = hits.get(tick, {}).get(block, 0) + 1
+        counts[tick] = {block: len(who) for block, who in holders.items()}  # while the tick computes
+        finished = set(entry.get("finished", ()))
+        for block in list(holders):
+            holders[block] -= finished
+        for request_id, blocks in entry.get("freed", ()):
+            for block in blocks:
+                holders.setdefault(block, set()).discard(request_id)
+    return counts, hits
 
 
 def _cells(trace, held: int = 0) -> tuple[dict, dict, dict]:
@@ -55,8 +88,10 @@ def render(requests, config, expected_trace, actual_trace, focus: int | None = N
     ``expected_trace=None`` draws the actual schedule alone (a window of a recorded trace, whose
     blocks strip starts from ``held_before`` blocks held)."""
     schedules = [(titles[1], _cells(actual_trace, held_before))]
+    traces = [actual_trace]
     if expected_trace is not None:
         schedules.insert(0, (titles[0], _cells(expected_trace)))
+        traces.insert(0, expected_trace)
     ticks = sorted({tick for _, (cells, _, _) in schedules for tick in cells})
     if not ticks:
         return ["(nothing was scheduled)"]
@@ -67,8 +102,14 @@ def render(requests, config, expected_trace, actual_trace, focus: int | None = N
     ids = sorted({request["id"] for request in requests})
     texts = [text for _, (cells, blocks, tokens) in schedules for row in cells.values() for text in row.values()]
     texts += [str(v) for _, (_, blocks, tokens) in schedules for v in list(blocks.values()) + list(tokens.values())]
+    rows = {}  # prefix caching: title -> [(block, cells by tick)]
+    if isinstance(config, dict) and config.get("prefix_caching") is True:
+        for title, trace in zip([s[0] for s in schedules], traces):
+            rows[title] = _block_cells(trace)
+            texts += [text for _, row in rows[title] for text in row.values()]
     width = max(len(text) for text in labels + texts + ["."])
     names = [f"req {request_id}" for request_id in ids] + ["blocks", "tokens"]
+    names += [f"blk {block}" for title in rows for block, _ in rows[title]]
     header = "tick" if not base else f"tick-{base}"
     name_width = max(len(header), *(len(f"expected {name}") for name in names))
 
@@ -84,5 +125,28 @@ def render(requests, config, expected_trace, actual_trace, focus: int | None = N
                           f"  (of {config['num_blocks']})"))
         lines.append(line(f"{'':8} tokens", ["~" if t is None else str(tokens.get(t, ".")) for t in columns],
                           f"  (budget {config['token_budget']})"))
+        for block, row in rows.get(title, ()):
+            lines.append(line(f"{'':8} blk {block}", ["~" if t is None else row.get(t, ".") for t in columns]))
     lines.append(LEGEND)
+    if rows:
+        lines.append(BLOCK_LEGEND)
     return lines
+
+
+def _block_cells(trace) -> list:
+    """[(block, {tick: its count, with ``h`` when the tick took it as a hit})], at most ``MAX_BLOCK_ROWS`` blocks;
+    a tick in which it has count 0 and no hit is left out (drawn ``.``)."""
+    try:
+        counts, hits = block_counts(trace)
+    except (TypeError, ValueError, AttributeError, KeyError):  # an entry the target garbled: no rows
+        return []
+    blocks = sorted({b for row in counts.values() for b in row}, key=lambda b: (type(b) is not int, str(b)))
+    out = []
+    for block in blocks[:MAX_BLOCK_ROWS]:
+        row = {}
+        for tick, by_block in counts.items():
+            count, hit = by_block.get(block, 0), hits.get(tick, {}).get(block, 0)
+            if count or hit:
+                row[tick] = f"{count}h" if hit else str(count)
+        out.append((block, row))
+    return out

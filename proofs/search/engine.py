@@ -15,7 +15,8 @@ What it runs, in order, stopping at the first counterexample (``--all`` goes on)
    queues, ties, large gaps between the policies and the corners of the coverage model
    (a failure that does not repeat in a fresh process is reported as ``deterministic``);
 4. repeated calls, each in a fresh process and after other calls, rejected ones
-   included (``deterministic``);
+   included, and in fresh interpreters exec'd with other string-hash seeds
+   (``deterministic``; ``proofs.sandbox.fresh_hash_seeds``: from ``--seed`` when given);
 5. bad inputs combined at random (``strategies.corrupted_calls``);
 6. for our own impl (through its factory) and for an online target, the stateful test
    through the online protocol (proofs.online.stateful).
@@ -38,6 +39,9 @@ an invariant is an observation, a FAIL whether or not it happens again.  It is
 minimised, then confirmed, in this order, and the counterexample says how
 (``Counterexample.reproduced``, with the calls that came before it):
 1. alone, as the first call of a fresh process (``alone``; its history is empty);
+   a wrong result confirmed so is then tried in the fresh interpreters with other hash
+   seeds: if one of them gives another result, it is reported as ``deterministic`` (the
+   result depends on the interpreter's string-hash seed), with two seeds that disagree;
 2. as the repeated-call check (``deterministic``), when it fails only after other calls;
 3. in a fresh process after the calls its process had answered before it, with a limit
    ``RETRY_FACTOR`` times larger (``history``: that history is then shortened, calls
@@ -72,9 +76,11 @@ from hypothesis import strategies as st
 
 from proofs import models
 from proofs.counterexample import HISTORY_LIMIT, Counterexample
-from proofs.sandbox import DIED, TIMED_OUT, HarnessError, TargetProcess, harness_collector, run_once
+from proofs.sandbox import (DEFAULT_LOAD_SECONDS, DIED, FRESH_INTERPRETERS, TIMED_OUT, HarnessError, TargetProcess, fresh_hash_seeds,
+                            harness_collector, run_once)
 from proofs.search.coverage import Coverage
-from proofs.search.judge import Finding, judge_invalid_call, judge_repeated_call, judge_valid_call
+from proofs.search.judge import (Finding, judge_hash_seed_dependence, judge_invalid_call, judge_repeated_call,
+                                 judge_seeded_pair, judge_valid_call)
 from proofs.search.database import GuardedDatabase
 
 ENGINE = "hypothesis"
@@ -85,7 +91,9 @@ CONFIRMATIONS = 3  # fresh processes a result that breaks an invariant must brea
 FLAKY_PER_CHECK = 3  # after this many flaky failures a check stops (and is unfinished)
 CHECKS = ("replay", "validation", "bulk", "conformance", "deterministic", "corrupted_validation", "stateful")
 EXAMPLES = {"conformance": 500, "bulk": 2000, "deterministic": 30, "validation": 200, "stateful": 60}
-REPEATED_CALLS = 7  # target calls per example of the deterministic check (proofs.search.judge.judge_repeated_call)
+# target calls per example of the deterministic check (proofs.search.judge.judge_repeated_call): 7 in the
+# harness's interpreter, one per fresh interpreter
+REPEATED_CALLS = 7 + FRESH_INTERPRETERS
 UNITS = {"stateful": "programs"}  # what a check counts; every other check counts calls to the target
 OUR_FACTORIES = {"chapter": "impl:make_scheduler", "serving": "impl:make_serving"}  # our impl, online
 STALLS = {TIMED_OUT: "time-out", DIED: "death"}  # the only failures that may be flaky
@@ -213,6 +221,10 @@ class Search:
         self.statistics: dict[str, Counter] = {}  # per check: how often each interesting case was drawn
         # per corner of the coverage model (the caching ones too where caching is drawn): the judged calls reaching it
         self.coverage = Coverage(self.model.name, getattr(self.model, "draws_caching", False))
+        # the PYTHONHASHSEED of each fresh interpreter the determinism check compares with (proofs.sandbox)
+        self.hash_seeds = fresh_hash_seeds(seed) if isinstance(process, TargetProcess) else ()
+        if self.hash_seeds:
+            process.fresh_until = deadline  # their imports never hold the run past its deadline
 
     # -- the run ---------------------------------------------------------------------
 
@@ -348,10 +360,13 @@ class Search:
         self._track_child()
         return judge_invalid_call(self.process.collect(), rule)
 
-    def _repeated(self, call) -> list[Finding]:
-        self.calls_tried += 7
+    def _repeated(self, call, hash_seeds: tuple = ()) -> list[Finding]:
+        """The deterministic check of one call; with a saved counterexample's two ``hash_seeds``, those seeds' fresh interpreters."""
+        self.calls_tried += REPEATED_CALLS if len(hash_seeds) != 2 else 2
         self.bounds.add(call)
-        return judge_repeated_call(self.process, copy.deepcopy(call), self.model)
+        if len(hash_seeds) == 2:
+            return judge_seeded_pair(self.process, copy.deepcopy(call), hash_seeds, self.model)
+        return judge_repeated_call(self.process, copy.deepcopy(call), self.model, self.hash_seeds)
 
     # -- the checks --------------------------------------------------------------------
 
@@ -386,11 +401,11 @@ class Search:
                     return False
         return True
 
-    def _judge(self, check: str, call, rule: str = "") -> list[Finding]:
+    def _judge(self, check: str, call, rule: str = "", hash_seeds: tuple = ()) -> list[Finding]:
         if check == "validation":
             return self._invalid(call, rule)
         if check == "deterministic":
-            return self._repeated(call)
+            return self._repeated(call, hash_seeds)
         if check == "conformance":
             return self._valid(call)
         return []
@@ -489,9 +504,14 @@ class Search:
         return self._search("conformance", self.model.valid_calls(), self._valid_steered, self._minimize_valid)
 
     def _deterministic(self) -> bool:
-        return self._search(
+        late = getattr(self.process, "fresh_late", 0)
+        finished = self._search(
             "deterministic", self.model.valid_calls(max_jobs=8), self._repeated, self._minimize_repeated, per_example=REPEATED_CALLS
         )
+        if finished and getattr(self.process, "fresh_late", 0) > late:  # a fresh interpreter was not ready in time
+            self._account.stopped = "deadline"
+            return False
+        return finished
 
     def _corrupted_validation(self) -> bool:
         def judge(call):
@@ -515,7 +535,8 @@ class Search:
         account: dict = {}
         failure = run_stateful(target, self.model.name, self.examples["stateful"], self.seed, policy=policy,
                                call_seconds=self.process.call_seconds or 1.0, deadline=self.deadline,
-                               account=account, domain=getattr(self.model, "declared", None))
+                               account=account, domain=getattr(self.model, "declared", None),
+                               load_seconds=getattr(self.process, "load_seconds", DEFAULT_LOAD_SECONDS))
         self._account.tried = account.get("programs", 0)
         notes = []
         if account.get("shrinking"):
@@ -574,7 +595,12 @@ class Search:
             self.process.close()  # judge the minimal call in a fresh process: nothing came before
             findings = [f for f in self._valid(small) if f.invariant == wanted]
             if findings:
-                return small, self._alone(small, wanted, findings[0], self._valid)
+                finding = self._alone(small, wanted, findings[0], self._valid)
+                if finding is not None and finding.reproduced == "alone" and finding.result is not None and self.hash_seeds:
+                    # a wrong result, alone, in the harness's interpreter: the same in fresh ones with other hash seeds?
+                    self.calls_tried += len(self.hash_seeds)
+                    finding = judge_hash_seed_dependence(self.process, small, finding, self.hash_seeds, self.model)
+                return small, finding
             larger = self.model.one_step_larger(small)
             start = larger if fails_within(None)(larger) else call
         # it fails only after earlier calls: that is a claim about history, if the repeated-call check confirms it
@@ -879,7 +905,7 @@ class Search:
                 for earlier in cex.history or ():
                     self.process.call(*self._sendable(earlier))
             made += 1
-            findings = self._judge(cex.check, cex.call, cex.rule)
+            findings = self._judge(cex.check, cex.call, cex.rule, cex.hash_seeds)
             if time.monotonic() >= self.deadline or (made >= wanted and time.monotonic() - started >= lasting):
                 break
         return Replayed(findings, made, time.monotonic() - started, len(cex.history or ()))
@@ -894,7 +920,8 @@ class Search:
         while failure is None and made < wanted_attempts and time.monotonic() < self.deadline:
             made += 1
             failure = run_program(self._factory(factory), self.model.name, list(cex.program), policy,
-                                  call_seconds=self.process.call_seconds or 1.0)
+                                  call_seconds=self.process.call_seconds or 1.0,
+                                  load_seconds=getattr(self.process, "load_seconds", DEFAULT_LOAD_SECONDS))
         if failure is None:
             return Replayed([], made, time.monotonic() - started, 0)
         return Replayed([Finding(failure.invariant, failure.text)], made, time.monotonic() - started, 0,

@@ -9,7 +9,8 @@ a result is mapped onto them:
   process dying: ``termination`` (every valid call ends by returning a result);
 - ValueError on a valid call, or anything but ValueError on an invalid one: ``validation``;
 - the input modified: ``input_unchanged``;
-- a different result for the same call: ``deterministic``;
+- a different result for the same call (in a fresh process, after other calls, or in a
+  fresh interpreter with another string-hash seed, ``PYTHONHASHSEED``): ``deterministic``;
 - a result: whatever the model's oracle (``spec.check``, ``spec.serving.check``) finds;
 - a failure of the sandbox itself (``harness_error``): no finding at all, but
   ``proofs.sandbox.HarnessError``, which ends the run with exit 2 (the table of
@@ -27,9 +28,11 @@ from typing import NamedTuple
 
 import spec
 from proofs import models
-from proofs.sandbox import DIED, HarnessError, Outcome, RAISED, RETURNED, TIMED_OUT, TargetProcess
+from proofs.sandbox import (DIED, HarnessError, Outcome, RAISED, RETURNED, TIMED_OUT, TargetProcess,
+                            fresh_hash_seeds, harness_hash_seed)
 
 OBSERVED = (RETURNED, RAISED)  # the kinds of outcome that show what the target did (never flaky)
+EXTRA_SEEDS = 4  # other hash seeds tried for one that gives the harness's own result, when its seed is random
 
 
 class Finding(NamedTuple):
@@ -141,11 +144,13 @@ def _stalled(outcome: Outcome, where: str) -> list[Finding]:
     return []
 
 
-def judge_repeated_call(process: TargetProcess, call, model=None) -> list[Finding]:
+def judge_repeated_call(process: TargetProcess, call, model=None, hash_seeds: tuple = ()) -> list[Finding]:
     """The call in a fresh process, then in another fresh process after other calls (for the
-    chapter's model the other policy, one more slot, rejected inputs), then once more at once:
-    all must agree.  A repeat that times out or dies is a ``termination`` finding of that
-    kind (which may turn out flaky), never a difference between results."""
+    chapter's model the other policy, one more slot, rejected inputs), then once more at once,
+    then in a fresh interpreter per seed of ``hash_seeds`` (exec'd with that PYTHONHASHSEED: a
+    fork shares the harness's string hashes): all must agree.  A repeat in the harness's
+    interpreter that times out or dies is a ``termination`` finding of that kind (which may turn
+    out flaky), never a difference between results."""
     model = model or models.get()
     process.close()  # nothing came before: the next call starts a fresh process
     first = process.call(*call)
@@ -174,4 +179,115 @@ def judge_repeated_call(process: TargetProcess, call, model=None) -> list[Findin
     if not _same(again, third, model):
         return [Finding("deterministic", "the same call, made twice in a row, gave two different results",
                         result=third.result)]
+    return _against_fresh_interpreters(process, call, first, hash_seeds, model)
+
+
+def _fresh_call(process: TargetProcess, seed: int, call) -> Outcome:
+    """The call in a fresh worker of the fresh interpreter with ``PYTHONHASHSEED=seed`` (``timed_out``,
+    without a call, if that interpreter's import is not done by the run's deadline)."""
+    if not process.fresh_ready((seed,)):
+        return Outcome("timed_out", error=f"the fresh interpreter (PYTHONHASHSEED={seed}) was not ready in time")
+    other = process.fresh(seed)
+    other.close()
+    outcome = other.call(*call)
+    _no_harness_error(outcome)
+    return outcome
+
+
+def _harness_seed_text() -> str:
+    seed = harness_hash_seed()
+    return f"PYTHONHASHSEED={seed}" if seed is not None else "a random PYTHONHASHSEED"
+
+
+def _seed_like(process: TargetProcess, call, wanted, tried: tuple, model) -> int | None:
+    """A hash seed whose fresh interpreter gives ``wanted`` (an outcome, or a predicate on one) on the
+    call: the harness's own, if it is fixed, or one of ``EXTRA_SEEDS`` others (None if none does).
+    Each is tried, not assumed: replay runs exactly these interpreters."""
+    matches = wanted if callable(wanted) else (lambda outcome: _same(wanted, outcome, model))
+    own = harness_hash_seed()
+    for seed in ((own,) if own is not None else ()) + fresh_hash_seeds(tried[0], EXTRA_SEEDS, skip=tried):
+        try:
+            if matches(_fresh_call(process, seed, call)):
+                return seed
+        finally:
+            process.end_fresh(seed)  # one more interpreter alive per seed tried would add up
+    return None
+
+
+def _against_fresh_interpreters(process, call, first: Outcome, hash_seeds: tuple, model) -> list[Finding]:
+    """``first`` (the call in a fresh process of the harness's interpreter) against the call in a
+    fresh interpreter per hash seed.  A time-out or a death there is no finding (it is not a result)."""
+    if not hash_seeds or not hasattr(process, "fresh") or not process.fresh_ready(hash_seeds):
+        return []  # (not ready by the run's deadline: counted in process.fresh_late, the check is unfinished)
+    seen: dict = {}
+    for seed in hash_seeds:
+        outcome = _fresh_call(process, seed, call)
+        if outcome.kind in (TIMED_OUT, DIED):
+            continue
+        seen[seed] = outcome
+        if _same(first, outcome, model):
+            continue
+        # two known seeds that disagree, so that replay repeats it whatever its own seed
+        agreeing = [s for s, o in seen.items() if _same(first, o, model)]
+        other = agreeing[0] if agreeing else _seed_like(process, call, first, tuple(hash_seeds), model)
+        where = f"PYTHONHASHSEED={other}" if other is not None else _harness_seed_text()
+        return [Finding(
+            "deterministic",
+            f"in a fresh interpreter with PYTHONHASHSEED={seed} this call gave a different result than in a fresh "
+            f"process of the harness's interpreter ({_harness_seed_text()})"
+            + (f"; a fresh interpreter with {where} gives the harness's result" if other is not None else
+               f"; none of {EXTRA_SEEDS} other seeds gave the harness's result, so a replay may not repeat it"),
+            result=outcome.result if outcome.kind == RETURNED else None,
+            hash_seeds=(other, seed) if other is not None else (seed,),
+        )]
     return []
+
+
+def judge_seeded_pair(process: TargetProcess, call, hash_seeds: tuple, model=None) -> list[Finding]:
+    """A saved ``deterministic`` counterexample's two hash seeds again: the call in a fresh
+    interpreter with each; they must agree."""
+    model = model or models.get()
+    first_seed, second_seed = hash_seeds
+    process.fresh_ready(hash_seeds)  # both imports side by side
+    first, second = _fresh_call(process, first_seed, call), _fresh_call(process, second_seed, call)
+    if any(outcome.kind in (TIMED_OUT, DIED) for outcome in (first, second)) or _same(first, second, model):
+        return []
+    return [Finding(
+        "deterministic",
+        f"in fresh interpreters with PYTHONHASHSEED={first_seed} and PYTHONHASHSEED={second_seed} this call gave "
+        f"two different results",
+        result=second.result if second.kind == RETURNED else None, hash_seeds=(first_seed, second_seed),
+    )]
+
+
+def judge_hash_seed_dependence(process: TargetProcess, call, finding: Finding, hash_seeds: tuple,
+                               model=None) -> Finding:
+    """A broken invariant seen (and seen again) on ``call`` in fresh processes of the harness's
+    interpreter, checked in a fresh interpreter per seed of ``hash_seeds``: if one gives another
+    result there, the result depends on the interpreter's string hashes, and the finding is
+    ``deterministic`` (with a seed that breaks it and one that does not); else ``finding`` itself."""
+    model = model or models.get()
+    if not hash_seeds or not hasattr(process, "fresh") or finding.result is None or not process.fresh_ready(hash_seeds):
+        return finding
+    shown = model.contract_part(finding.result)
+    breaks: list = []
+    for seed in hash_seeds:
+        outcome = _fresh_call(process, seed, call)
+        if outcome.kind in (TIMED_OUT, DIED):
+            continue
+        if outcome.kind == RETURNED and outcome.sendable and model.contract_part(outcome.result) == shown:
+            breaks.append(seed)
+            continue
+        failing = breaks[0] if breaks else _seed_like(
+            process, call, lambda o: o.kind == RETURNED and o.sendable and model.contract_part(o.result) == shown,
+            tuple(hash_seeds), model)
+        also = f", as in a fresh interpreter with PYTHONHASHSEED={failing}" if failing not in (None, harness_hash_seed()) else ""
+        return finding._replace(
+            invariant="deterministic",
+            message=f"this call breaks {finding.invariant} in a fresh process of the harness's interpreter "
+            f"({_harness_seed_text()}){also}, but gives another result in a fresh interpreter with "
+            f"PYTHONHASHSEED={seed}: its result depends on the interpreter's string-hash seed "
+            f"({finding.invariant}: {finding.message})",
+            hash_seeds=(failing, seed) if failing is not None else (seed,),
+        )
+    return finding

@@ -26,7 +26,7 @@ import sys
 import time
 from typing import NamedTuple
 
-from proofs.sandbox import Child, HarnessError, wait_any
+from proofs.sandbox import DEFAULT_LOAD_SECONDS, Child, HarnessError, wait_any
 
 MINIMISE_SECONDS = 10.0  # a worker may overrun the deadline by its minimiser's time, no more
 
@@ -41,6 +41,7 @@ class Merged(NamedTuple):
     flaky: list = []  # failures seen once that did not reproduce (proofs.search.engine.Search.flaky)
     bounds: object = None  # strategies.Bounds merged over every worker's calls
     statistics: dict = {}  # per check: how often each interesting case was drawn
+    dropped: dict = {}  # (where, type name) -> calls: extra result keys that held no plain data (TargetProcess.dropped)
     coverage: object = None  # proofs.search.coverage.Coverage merged over every worker's calls
 
 
@@ -58,6 +59,7 @@ class _Task(NamedTuple):
     examples: dict | None
     model: str = "chapter"  # the model's name (proofs.models), and its policy
     policy: str | None = None
+    load_seconds: float = DEFAULT_LOAD_SECONDS  # the target's import (--load-timeout)
 
 
 def plan(stateful: bool) -> list[str]:
@@ -80,6 +82,7 @@ def run_parallel(
     seed: int | None = None,
     examples: dict | None = None,
     model=None,
+    load_seconds: float = DEFAULT_LOAD_SECONDS,
 ) -> Merged:
     """Run one verify search of ``target`` with its checks spread over ``workers`` processes."""
     if workers < 1:
@@ -93,16 +96,18 @@ def run_parallel(
         db = None
     named = (model.name, model.policy) if model is not None else ("chapter", None)
     replay = _run_task(_Task(-1, "replay", target, deadline, stateful, find_all, db, saved_dir,
-                             call_seconds, seed, examples, *named), database=database)
+                             call_seconds, seed, examples, *named, load_seconds), database=database)
     if replay[1] and not find_all:
-        return Merged(replay[1], replay[2], [], list(replay[5]), list(replay[6]), replay[7], dict(replay[8]), replay[9])
+        return Merged(replay[1], replay[2], [], list(replay[5]), list(replay[6]), replay[7], dict(replay[8]),
+                      dict(replay[9]), replay[10])
 
     checks = plan(stateful)
     context = multiprocessing.get_context("fork")  # shared with the sandbox's forked children
     first_found = context.Value("i", len(checks))
     warned = context.Value("b", 0)
     tasks = [
-        _Task(i, check, target, deadline, stateful, find_all, db, saved_dir, call_seconds, seed, examples, *named)
+        _Task(i, check, target, deadline, stateful, find_all, db, saved_dir, call_seconds, seed, examples, *named,
+              load_seconds)
         for i, check in enumerate(checks)
     ]
     pending, running, by_index = list(tasks), {}, {}
@@ -111,8 +116,11 @@ def run_parallel(
             while pending and len(running) < workers:
                 task = pending.pop(0)
                 seconds = max(0.1, deadline + MINIMISE_SECONDS - time.monotonic())
-                # no cap here (the worker is the harness): each TargetProcess it starts caps its own child
-                child = Child(_worker, (task, first_found, warned), seconds=seconds, memory_bytes=None, output="capture")
+                # no cap here (the worker is the harness): each TargetProcess it starts caps its own child;
+                # pickled answers: the worker runs the harness's code only (its target runs in a zygote of
+                # its own, whose answers reach it as plain data), see proofs.sandbox.Child
+                child = Child(_worker, (task, first_found, warned), seconds=seconds, memory_bytes=None, output="capture",
+                              transport="pickle")
                 running[task.index] = (task, child.start())
             wait_any([child for _, child in running.values()], timeout=1.0)
             for index, (task, child) in list(running.items()):
@@ -133,7 +141,8 @@ def run_parallel(
     results = [by_index[index] for index in sorted(by_index)]
     found, calls, unfinished, accounts = list(replay[1]), replay[2], [], list(replay[5])
     flaky = list(replay[6])
-    bounds, statistics, corners = replay[7], dict(replay[8]), replay[9]
+    bounds, statistics, dropped = replay[7], dict(replay[8]), dict(replay[9])
+    corners = replay[10]
     from proofs.search.engine import CheckAccount
 
     for result in results:
@@ -144,7 +153,9 @@ def run_parallel(
             bounds.merge(result[7])
         for check, counter in result[8].items():
             statistics[check] = statistics.get(check, type(counter)()) + counter
-        corners.merge(result[9])
+        for note, count in result[9].items():
+            dropped[note] = dropped.get(note, 0) + count
+        corners.merge(result[10])
         if cancelled:
             accounts += [CheckAccount(a.check, a.planned, a.tried, False, a.seconds, "counterexample") for a in accounts_here]
             continue
@@ -157,7 +168,7 @@ def run_parallel(
             unfinished.append(check)
     if not find_all:
         found = found[:1]
-    return Merged(found, calls, unfinished, accounts, flaky, bounds, statistics, corners)
+    return Merged(found, calls, unfinished, accounts, flaky, bounds, statistics, dropped, corners)
 
 
 def _worker(task: _Task, first_found, warned):
@@ -189,7 +200,8 @@ def _run_task(task: _Task, database=None):
     if first_found is not None and not task.find_all and first_found.value < task.index:
         from proofs.search.coverage import Coverage
 
-        return task.index, [], 0, [], True, [], [], None, {}, Coverage(task.model)  # an earlier check has already found one
+        # an earlier check has already found one
+        return task.index, [], 0, [], True, [], [], None, {}, {}, Coverage(task.model)
     if database is None:
         database = open_database(task.db, warn=_warn_once)
     cancelled = {"now": False}
@@ -202,7 +214,8 @@ def _run_task(task: _Task, database=None):
     from proofs.models import declared
 
     model = declared.for_target(models.get(task.model, task.policy), task.target)  # its DOMAIN, if it declares one
-    with TargetProcess(task.target, call_seconds=task.call_seconds, shape=model.shape) as process:
+    with TargetProcess(task.target, call_seconds=task.call_seconds, shape=model.shape, load_seconds=task.load_seconds,
+                       contract=model.contract_part) as process:
         process.start()
         search = Search(
             process, task.deadline, seed=task.seed, find_all=task.find_all, database=database,
@@ -214,4 +227,4 @@ def _run_task(task: _Task, database=None):
             first_found.value = min(first_found.value, task.index)
     pairs = [(f.counterexample, f.actual) for f in found]
     return (task.index, pairs, search.calls_tried, list(search.unfinished), cancelled["now"], list(search.checks),
-            list(search.flaky), search.bounds, search.statistics, search.coverage)
+            list(search.flaky), search.bounds, search.statistics, dict(process.dropped), search.coverage)

@@ -14,9 +14,12 @@ Two parts, both driven by ``spec.serving.result_checks.Replay`` tick by tick:
   position, and no request writes into a block another one holds.
   ``refcount_exact``: a block is taken from the pool only at count 0, a freed block
   was held by its request and reaches count 0 by the release, never twice, and a
-  block that reaches count 0 is given back (else a leak).  A release's blocks are
-  judged per role (the tick's aborts, its victims, its finishers) as a whole, since
-  the order of ids within ``aborted`` and ``finished`` carries no rule.
+  block that reaches count 0 is given back (else a leak), in the freed list of the
+  request whose release brings it there.  A release's blocks are judged per role (the
+  tick's aborts, its victims, its finishers), the role's requests taken in the tick's
+  release order (aborts by (arrival, id), victims as preempted, finishers in running
+  order), whatever the order of ids within ``aborted`` and ``finished``, which carries
+  no rule: a block several of them hold is freed by the last of them.
 - ``RulesPool``, for the FCFS policy: the free queue and the cache as the rules of
   ``spec.serving.cache`` build them from the engine's tables (releases in the tick's
   order: aborts by (arrival, id), victims as preempted, finishers in running order,
@@ -121,8 +124,10 @@ class CacheBook:
         self.replay.of[request_id].held[block] = None
 
     def release(self, t: int, why: str, leaving, freed: list) -> None:
-        """The requests ``leaving`` (one role of the tick: aborted, preempted or finished) give their tables back."""
+        """The requests ``leaving`` (one role of the tick: aborted, preempted or finished), in the tick's release
+        order, give their tables back; a block several of them hold is freed by the last of them."""
         replay, of = self.replay, self.replay.of
+        last = {block: request_id for request_id in leaving for block in of[request_id].held}
         listed: dict[int, int] = {}
         for request_id, blocks in freed:
             r = of[request_id]
@@ -174,6 +179,14 @@ class CacheBook:
                     replay.owner[block] = next(iter(holders))
             r.held = {}
         for block, request_id in listed.items():
+            if block not in self.holders and last.get(block, request_id) != request_id:
+                replay.report(
+                    "refcount_exact",
+                    f"tick {t} frees block {self.name(block)} for request {request_id} ({why}), but request "
+                    f"{last[block]} also holds it and releases it later in the tick's order, so the count reaches 0 "
+                    f"by request {last[block]}'s release",
+                    tick=t, ids=[request_id, last[block]], expected=last[block], actual=request_id,
+                )
             if block in self.holders:
                 others = sorted(self.holders[block])
                 replay.report(

@@ -234,7 +234,8 @@ class Replay(FcfsChecks, RecordChecks):
             for request_id in sorted(aborted_now, key=lambda i: fcfs_key(self.of[i].request)):
                 rules.release(request_id)
         if book is not None:
-            book.release(entry.tick, "is aborted", aborted_now, freed["abort"])
+            book.release(entry.tick, "is aborted", sorted(aborted_now, key=lambda i: fcfs_key(self.of[i].request)),
+                         freed["abort"])
         else:
             for request_id, blocks in freed["abort"]:
                 self.free(request_id, blocks, entry.tick, "aborted")
@@ -693,7 +694,9 @@ class Replay(FcfsChecks, RecordChecks):
                         f"{-(-r.cached // size)}",
                         tick=t, ids=[request_id], expected=-(-r.cached // size), actual=len(r.held),
                     )
-            self.book.release(t, "finishes", leaving, freed)
+            gone = set(leaving)  # released in running order, whatever the order of the entry's finished list
+            order = list(dict.fromkeys([i for i in scheduled_ids if i in gone] + leaving))
+            self.book.release(t, "finishes", order, freed)
             return
         for request_id, blocks in freed:
             self.free(request_id, blocks, t, "finished")
