@@ -1,11 +1,12 @@
 """Verify every `cache_` buggy scheduler of the serving corpus with prefix caching drawn, and print what catches it.
 
-Until the search draws prefix caching itself (issue 21's coverage work), `schedcheck
-verify --model serving` only draws calls without it, and 24 of the 25 `cache_` files
-pass.  This script runs the same verify (the CLI's `main`: sandbox, judge, oracle,
-minimiser, --seed 0, --budget 60, no example database, fresh save folders) with the
-serving search's valid calls widened to also draw the corpus's caching prompt families
-(`tests.test_serving_cache_corpus.cache_calls`), and prints one row per file: verdict,
+The search now draws prefix caching itself for a target that supports it (each
+`cache_` file declares `DOMAIN = {"prefix_caching": [False, True]}`;
+`proofs.search.serving.DRAWS_PREFIX_CACHING`), so this script runs the plain verify
+(the CLI's `main`: sandbox, judge, oracle, minimiser, --seed 0, --budget 60, no example
+database, fresh save folders); with a tree whose search does not (`--tree`), it widens
+the serving search's valid calls to also draw the corpus's caching prompt families
+(`tests.test_serving_cache_corpus.cache_calls`), as before.  It prints one row per file: verdict,
 the invariant that names the counterexample, whether it is the file's EXPECTED (or one
 of its ALSO), and the wall seconds.  It needs a spec that knows prefix caching; `--tree
 PATH` takes spec/, impl/ and proofs/ from another checkout (for example the `cache`
@@ -54,7 +55,8 @@ def main(argv=None):
     def with_caching(max_requests=search.MAX_REQUESTS, many=True):
         return st.one_of(plain_calls(max_requests, many), cache_calls(), cache_calls())
 
-    search.valid_calls = with_caching
+    if not getattr(search, "DRAWS_PREFIX_CACHING", False):  # the search draws caching itself now: verify as it is
+        search.valid_calls = with_caching
     names = args.names or sorted(p.stem for p in BUGGY.glob("cache_*.py"))
     rows = []
     for name in names:

@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from proofs.search import built, serving, strategies
+from proofs.search import aim, built, serving, strategies
 
 
 def _draws(strategy, count: int) -> list[str]:
@@ -25,7 +25,10 @@ def _draws(strategy, count: int) -> list[str]:
     lambda: strategies.corrupted_calls(),
     lambda: serving.valid_calls(),
     lambda: serving.corrupted_calls(),
-], ids=["chapter valid", "chapter valid, 8 jobs", "chapter corrupted", "serving valid", "serving corrupted"])
+    lambda: aim.aimed_calls("chapter"),
+    lambda: aim.aimed_calls("serving"),
+], ids=["chapter valid", "chapter valid, 8 jobs", "chapter corrupted", "serving valid", "serving corrupted",
+        "chapter aimed", "serving aimed"])
 def test_memoised_strategies_draw_what_fresh_ones_draw(make):
     _draws(make(), 5)  # every module the draws import is loaded (Hypothesis reads their literals) before both
     memoised = _draws(make(), 40)

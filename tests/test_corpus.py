@@ -66,12 +66,14 @@ def test_independent_correct_schedulers_pass(tmp_path, path, capsys):
     checks = report["checks"]
     assert report["verdict"] == "pass" and report["target"] == f"{path}:schedule" and report["counterexamples"] == []
     assert set(report) <= {"verdict", "target", "seconds", "counterexamples", "checks", "calls", "bounds", "statistics",
-                           "flaky"}  # a flaky failure is logged, not counted
-    assert [c["check"] for c in checks] == ["replay", "validation", "conformance", "deterministic", "corrupted_validation"]
+                           "corners", "flaky"}  # a flaky failure is logged, not counted
+    assert [c["check"] for c in checks] == ["replay", "validation", "bulk", "conformance", "deterministic",
+                                            "corrupted_validation"]
     assert all(c["finished"] and c["stopped"] == "" and c["unit"] == "calls" for c in checks), checks
     planned = {c["check"]: c["planned"] for c in checks}
     # deterministic: 7 calls in the harness's interpreter and one per fresh interpreter (other hash seeds), per example
-    assert planned["conformance"] == 200 and planned["deterministic"] == 9 * 12 and planned["corrupted_validation"] == 80
+    assert planned["conformance"] == 200 and planned["bulk"] == 800
+    assert planned["deterministic"] == 9 * 12 and planned["corrupted_validation"] == 80
     assert all(0 < c["tried"] for c in checks if c["check"] != "replay")
     assert report["bounds"]["jobs"][1] > 32  # the search tried inputs larger than a 32-entry queue
 

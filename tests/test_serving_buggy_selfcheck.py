@@ -172,6 +172,15 @@ def admitted_less(result, reference):
         result, reference, lambda got, want: sum(n for _, n in got["scheduled"]) < sum(n for _, n in want["scheduled"]))
 
 
+def scheduled_before_arrival(result, call):
+    arrivals = {r["id"]: r["arrival"] for r in call[0]}
+    return any(e["tick"] < arrivals[rid] for e in result["trace"] for rid, _ in e["scheduled"])
+
+
+def unfinished(result):
+    return any(r["finish"] is None and r["aborted"] is None for r in result["requests"])
+
+
 def served_at_or_after_abort(result, call):
     aborts = {r["id"]: r["abort"] for r in call[0] if "abort" in r}
     return any(rid in aborts and e["tick"] >= aborts[rid] for e in result["trace"] for rid, _ in e["scheduled"])
@@ -180,7 +189,7 @@ def served_at_or_after_abort(result, call):
 # -- the cases: file -> (input that shows the bug, its symptom, input that hides it) ----------
 
 # A symptom is a function (result, reference, call) -> bool, or one of the call-level
-# kinds "raises", "hangs", "accepts", "mutates", "nondeterministic".
+# kinds "raises", "hangs", "accepts", "rejects" (ValueError on a valid call), "mutates", "nondeterministic".
 CASES = {
     "abort_applied_one_tick_late": (
         ([req(0, 0, 1, 2, abort=1)], cfg(1, 2, 1, 2, False)),
@@ -278,6 +287,66 @@ CASES = {
     "waiting_abort_ignored": (
         ([req(0, 0, 1, 1, abort=0)], cfg(1, 1, 1, 1, False)),
         lambda res, ref, call: served_at_or_after_abort(res, call), S1),
+    # the corner corpus (issue 21): each bug shows only on calls that reach its CORNER (tests/test_coverage.py)
+    "admits_one_past_max_seqs": (
+        ([req(0, 0, 3, 2), req(1, 0, 1, 1)], cfg(1, 32, 2, 18, False)),
+        lambda res, ref, call: max_running(res) > call[1]["max_seqs"], S1),
+    "overshoots_budget_with_1_running": (
+        ([req(0, 0, 3, 1)], cfg(2, 1, 2, 24, True)), lambda res, ref, call: over_budget(res, call), S1),
+    "overshoots_budget_with_2_running": (
+        ([req(0, 0, 1, 4), req(1, 2, 4, 1)], cfg(4, 2, 3, 57, True)), lambda res, ref, call: over_budget(res, call), S1),
+    "overshoots_budget_with_3_running": (
+        ([req(0, 0, 1, 4), req(1, 1, 1, 7), req(2, 2, 4, 2)], cfg(5, 3, 2, 70, True)),
+        lambda res, ref, call: over_budget(res, call), S1),
+    "overshoots_budget_with_4_running": (
+        ([req(0, 1, 1, 5), req(1, 1, 2, 4), req(2, 1, 2, 6), req(3, 2, 4, 1)], cfg(6, 4, 4, 91, True)),
+        lambda res, ref, call: over_budget(res, call), S1),
+    "overshoots_budget_with_5_running": (
+        ([req(0, 0, 1, 8), req(1, 0, 2, 4), req(2, 1, 1, 4), req(3, 1, 2, 4), req(4, 2, 7, 2)], cfg(5, 5, 4, 101, True)),
+        lambda res, ref, call: over_budget(res, call), S1),
+    "overshoots_budget_with_6_running": (
+        ([req(0, 0, 1, 4), req(1, 1, 2, 5), req(2, 1, 1, 6), req(3, 1, 1, 4), req(4, 1, 1, 5), req(5, 2, 10, 2)],
+         cfg(8, 6, 3, 125, True)),
+        lambda res, ref, call: over_budget(res, call), S1),
+    "overshoots_budget_with_7_running": (
+        ([req(0, 0, 1, 5), req(1, 0, 1, 4), req(2, 0, 2, 4), req(3, 1, 1, 7), req(4, 1, 3, 5), req(5, 1, 1, 4),
+          req(6, 2, 13, 2)], cfg(7, 7, 1, 155, True)),
+        lambda res, ref, call: over_budget(res, call), S1),
+    "overshoots_budget_with_8_running": (
+        ([req(0, 0, 1, 5), req(1, 0, 2, 5), req(2, 0, 1, 4), req(3, 0, 2, 4), req(4, 1, 1, 4), req(5, 1, 1, 4),
+          req(6, 1, 1, 4), req(7, 2, 9, 3)], cfg(8, 8, 2, 180, True)),
+        lambda res, ref, call: over_budget(res, call), S1),
+    "running_pass_budget_plus_one_from_4": (
+        ([req(0, 0, 10, 4), req(1, 0, 3, 4), req(2, 0, 2, 5), req(3, 0, 9, 5), req(4, 0, 8, 3)], cfg(8, 8, 3, 14, True)),
+        lambda res, ref, call: over_budget(res, call), S1),
+    "partial_first_chunk_refused": (
+        ([req(0, 0, 1, 3), req(1, 1, 2, 1)], cfg(5, 2, 2, 60, True)), lambda res, ref, call: admitted_less(res, ref), S3),
+    "admission_keeps_a_spare_block": (
+        ([req(0, 0, 1, 1), req(1, 0, 1, 1)], cfg(4, 2**20, 4, 2, False)), lambda res, ref, call: admitted_less(res, ref), S1),
+    "second_preemption_not_counted": (
+        ([req(0, 0, 1, 13), req(1, 1, 2, 14)], cfg(5, 8, 2, 10, True)),
+        lambda res, ref, call: res["preemptions"] < ref["preemptions"], S2),
+    "admission_counts_waiting_preempted": (
+        ([req(0, 1, 3, 10), req(1, 2, 3, 14)], cfg(2, 8, 2, 10, True)), lambda res, ref, call: admitted_less(res, ref), S1),
+    "unstarted_abort_ignored": (
+        ([req(0, 1, 1, 5, abort=1)], cfg(64, 5, 1, 9, False)), lambda res, ref, call: served_at_or_after_abort(res, call), S3),
+    "preempted_abort_ignored": (
+        ([req(0, 2, 2, 3), req(1, 2, 3, 3, abort=5)], cfg(5, 8, 2, 3, False)),
+        lambda res, ref, call: served_at_or_after_abort(res, call), S3),
+    "abort_at_finish_tick_applied": (
+        ([req(0, 4, 1, 1, abort=5), req(1, 4, 2, 5)], cfg(3, 2**20, 2, 32, True)),
+        lambda res, ref, call: any(r["finish"] is not None and r["aborted"] is not None for r in res["requests"]), S3),
+    "rejects_request_needing_whole_pool": (([req(0, 0, 1, 1)], cfg(1, 1, 1, 1, True)), "rejects", S1),
+    "budget_left_after_idle": (
+        ([req(0, 0, 1, 1), req(1, 2, 1, 1, abort=3)], cfg(2, 1, 1, 13, False)),
+        lambda res, ref, call: admitted_less(res, ref), S1),
+    "idle_jump_in_32_bits": (
+        ([req(0, 2**64, 1, 1)], cfg(8, 1, 3, 8, False)), lambda res, ref, call: scheduled_before_arrival(res, call), S3),
+    "int32_max_as_no_arrival": (
+        ([req(0, 2**31 - 1, 1, 1)], cfg(1, 1, 3, 30, False)), lambda res, ref, call: unfinished(res), S3),
+    "tick_counter_int32": (
+        ([req(0, 2**31 - 1, 1, 2)], cfg(2, 1, 1, 30, True)),
+        lambda res, ref, call: any(e["tick"] < 0 for e in res["trace"]), S3),
     "writes_finish_into_caller_requests": (
         ([req(0, 0, 1, 1)], cfg(1, 1, 1, 1, False)), "mutates", ([], cfg(1, 1, 1, 1, False))),
 }
@@ -329,6 +398,11 @@ def test_the_bug_is_live(name):
         with pytest.raises(ValueError):
             base_serve(*copy.deepcopy(call))
         serve(*copy.deepcopy(call))  # returns instead of raising ValueError
+        return
+    if symptom == "rejects":
+        base_serve(*copy.deepcopy(call))  # a valid call: the base returns
+        with pytest.raises(ValueError):
+            serve(*copy.deepcopy(call))
         return
     reference = base_serve(*copy.deepcopy(call))
     if symptom == "raises":

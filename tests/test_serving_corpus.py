@@ -59,9 +59,9 @@ def test_every_expected_name_is_in_the_serving_registry():
 
 
 def draw_caching_too(monkeypatch):
-    """Widen the serving search with the corpus's caching prompt families (tests/test_serving_cache_corpus.py), as
-    benchmarks/verify_cache_corpus.py does, until the search draws prefix caching itself (issue 21's coverage work
-    sets ``proofs.search.serving.DRAWS_PREFIX_CACHING``)."""
+    """Widen the serving search with the corpus's caching prompt families (tests/test_serving_cache_corpus.py), for
+    a search that does not draw prefix caching itself; ours does (``proofs.search.serving.DRAWS_PREFIX_CACHING``,
+    for a target that declares ``prefix_caching`` in its DOMAIN, as every cache_ file does), so this does nothing."""
     from hypothesis import strategies as st
 
     import proofs.search.serving as search

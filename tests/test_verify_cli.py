@@ -112,7 +112,8 @@ def test_failing_run_prints_the_report_and_writes_json(tmp_path, isolated, capsy
     assert any(line.startswith("expected slot0") for line in lines)
     assert any(line.startswith("         slot1") for line in lines)  # the actual schedule uses a second slot
     data = json.loads(report.read_text())
-    assert set(data) == {"verdict", "target", "seconds", "counterexamples", "checks", "calls", "bounds", "statistics"}
+    assert set(data) == {"verdict", "target", "seconds", "counterexamples", "checks", "calls", "bounds", "statistics",
+                         "corners"}
     assert data["verdict"] == "fail" and data["target"] == SLOT_BUG
     stopped = [c for c in data["checks"] if not c["finished"]]
     assert stopped and all(c["stopped"] == "counterexample" for c in stopped)  # the first find ended them

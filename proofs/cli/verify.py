@@ -241,7 +241,7 @@ def run_verify(args: argparse.Namespace) -> int:
     hypothesis_deadline = started + args.budget / 2 if args.engine == "all" else deadline
     progress = Progress(hypothesis_deadline)
     found, calls, unfinished, contracts, checks, flaky = [], 0, [], [], None, []
-    bounds, statistics, dropped = None, {}, {}  # measured over the calls the Hypothesis engine made
+    bounds, statistics, dropped, corners = None, {}, {}, None  # measured over the calls the Hypothesis engine made
     try:
         isolated = args.backend == "hypothesis"
         with (TargetProcess(target, call_seconds=args.call_timeout, shape=model.shape,
@@ -268,6 +268,7 @@ def run_verify(args: argparse.Namespace) -> int:
                     calls, unfinished, checks = merged.calls, merged.unfinished, list(merged.checks)
                     flaky = list(merged.flaky)
                     bounds, statistics, dropped = merged.bounds, merged.statistics, dict(merged.dropped)
+                    corners = merged.coverage
                 else:
                     search = Search(
                         process, hypothesis_deadline, find_all=args.all, database=database,
@@ -276,7 +277,7 @@ def run_verify(args: argparse.Namespace) -> int:
                     found += [(f.counterexample, f.actual) for f in search.run(stateful=ours or online, only=only)]
                     calls, unfinished, checks = search.calls_tried, search.unfinished, list(search.checks)
                     flaky = list(search.flaky)
-                    bounds, statistics = search.bounds, search.statistics
+                    bounds, statistics, corners = search.bounds, search.statistics, search.coverage
             if args.engine in ("crosshair", "all") and (args.all or not found):
                 from proofs.symbolic.bridge import run_contracts, to_counterexamples
                 from proofs.search.engine import Search
@@ -317,6 +318,8 @@ def run_verify(args: argparse.Namespace) -> int:
         print()
     if checks:  # after the counterexamples: a report's first line is the invariant and the engine
         print("\n".join(check_lines(checks)))
+    if corners is not None and corners.calls:  # per corner of the coverage model: the calls that reached it
+        print("\n".join(corners.lines()))
     if dropped:
         print("\n".join(dropped_lines(dropped)))
     for entry in flaky:  # a time-out or death that passed on a retry: logged, not a counterexample
@@ -325,7 +328,7 @@ def run_verify(args: argparse.Namespace) -> int:
         print(f"  {entry['input_repr']}")
         print()
     engine = "hypothesis+crosshair" if args.engine == "all" else args.engine
-    line = summary_line(verdict, target.text, len(found), calls, engine, bounds)
+    line = summary_line(verdict, target.text, len(found), calls, engine, bounds, corners)
     if contracts:
         counts = {o: sum(c["outcome"] == o for c in contracts) for o in OUTCOMES}
         line += f"; crosshair: {len(contracts)} contracts (" + ", ".join(
@@ -361,7 +364,8 @@ def run_verify(args: argparse.Namespace) -> int:
     print(line)
     if args.json or args.junit or args.sarif or args.html:
         report = _write_json(args.json, verdict, target.text, time.monotonic() - started, [cex for cex, _ in found],
-                             contracts, checks, needed, model, flaky, coverage(calls, bounds, statistics), dropped)
+                             contracts, checks, needed, model, flaky, coverage(calls, bounds, statistics, corners),
+                             dropped)
         ci_reports.write_outputs(args, "verify", report, target.text)
         if args.html:
             from proofs.report import html
@@ -401,12 +405,15 @@ def dropped_lines(dropped: dict) -> list[str]:
             f"an extra key, never compared" for (where, kind), calls in sorted(dropped.items())]
 
 
-def coverage(calls: int, bounds, statistics: dict) -> dict:
-    """What the search covered, measured: calls made, the ranges of the valid ones, and per check the cases drawn."""
+def coverage(calls: int, bounds, statistics: dict, corners=None) -> dict:
+    """What the search covered, measured: calls made, the ranges of the valid ones, per check the cases drawn,
+    and per corner of the coverage model the judged calls that reached it (``corners``, proofs.search.coverage)."""
     if not calls and bounds is None:
         return {}
     covered = {"calls": calls, "bounds": bounds.to_json() if bounds is not None else {}}
     covered["statistics"] = {check: dict(sorted(counter.items())) for check, counter in sorted(statistics.items())}
+    if corners is not None:
+        covered["corners"] = corners.to_json()
     return covered
 
 

@@ -20,6 +20,8 @@ The vocabulary (every key optional; anything else is a usage error naming it):
   (``[False, True]``: absent, false and true are drawn; ``[True]``: always true), in
   the calls and in the stateful test's configs, since a scheduler written before a
   switch rejects its key;
+  prefix caching's prompt families (requests' ``tokens``, proofs.search.serving.caching_calls)
+  are drawn for a target that lists ``prefix_caching`` true, and for our impl;
 - an int field of the config (``max_seqs``, ``token_budget``, ``block_size``,
   ``num_blocks``): a dict of bounds, ``min``, ``max`` (each an int, or the name of
   another int field of the same config) and ``multiple_of`` (an int >= 1), e.g.
@@ -319,7 +321,7 @@ class DeclaredModel:
                 else tuple(fitted) if isinstance(requests, tuple) else fitted), config
 
     def valid_calls(self, max_jobs: int | None = None):
-        calls = self.base.valid_calls(max_jobs)
+        calls = self.base.valid_calls(max_jobs)  # prompt families when the declaration lists prefix_caching true
         switches = self.declared.switch_choices()
         if switches:  # a switch the target declares is drawn among its values (absent reads as False)
             from hypothesis import strategies as st
@@ -353,11 +355,41 @@ class DeclaredModel:
         return self.declared.describe()
 
 
+OURS = ("impl:serve", "impl:make_serving")  # our impl: it implements the whole serving model, prefix caching included
+
+
+def draws_caching(model, raw: dict | None, target: Target) -> bool:
+    """Whether the search draws prefix caching (``prefix_caching`` and requests' ``tokens``) for ``target``: for
+    our impl, and for a target whose ``DOMAIN`` lists ``prefix_caching`` true.  Like the policy switch, never for
+    one that does not say so: a scheduler written before issue 20 rejects both keys."""
+    if model.name != "serving" or not hasattr(model, "draws_caching"):
+        return False
+    if raw is None:
+        return target.text in OURS
+    values = raw.get("prefix_caching")
+    return isinstance(values, (list, tuple)) and True in values
+
+
+def _drawing_caching(model):
+    """A copy of ``model`` (down to the serving model an online wrapper holds) whose strategies draw prefix caching."""
+    copied = object.__new__(type(model))  # not copy.copy: a wrapper's __getattr__ would recurse while it copies
+    copied.__dict__.update(vars(model))
+    model = copied
+    if "base" in vars(model):
+        model.base = _drawing_caching(model.base)
+    else:
+        model.draws_caching = True
+    return model
+
+
 def for_target(model, target: Target):
-    """``model`` restricted to the domain ``target`` declares (``DOMAIN`` in its file), or ``model`` itself.
+    """``model`` restricted to the domain ``target`` declares (``DOMAIN`` in its file), or ``model`` itself;
+    drawing prefix caching too where the target supports it (``draws_caching``).
 
     TargetError (a usage error, exit 2) when the declaration is malformed or the model takes none."""
     raw = read(target)
+    if draws_caching(model, raw, target):
+        model = _drawing_caching(model)
     if raw is None:
         return model
     if model.name != "serving":

@@ -66,10 +66,13 @@ class ServingModel:
 
         return Bounds(search.measure, search.SHOWN)
 
-    def valid_calls(self, max_jobs: int | None = None):
+    draws_caching = False  # prefix caching drawn too (proofs.models.declared.for_target: our impl, or a DOMAIN saying so)
+
+    def valid_calls(self, max_jobs: int | None = None, caching: bool | None = None):
+        caching = self.draws_caching if caching is None else caching
         if max_jobs is None:
-            return search.valid_calls()
-        return search.valid_calls(max_requests=max_jobs, many=False)
+            return search.valid_calls(caching=caching)
+        return search.valid_calls(max_requests=max_jobs, many=False, caching=caching)
 
     def bad_calls(self) -> list:
         return search.bad_calls()

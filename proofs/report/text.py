@@ -63,13 +63,20 @@ def history_lines(cex: Counterexample) -> list[str]:
     return lines
 
 
+def coverage_names(coverage) -> tuple:
+    """The corners of the coverage model that ``coverage`` counts, in registry order."""
+    return coverage.names()
+
+
 def drawable(call, result, model=None) -> bool:
     """True when ``call`` is valid and ``result`` has the contract's shape, so a timeline can be drawn."""
     return (model or models.get()).drawable(call, result)
 
 
-def summary_line(verdict: str, target: str, found: int, examples: int, engine: str = "hypothesis", bounds=None) -> str:
-    """The last line of a verify run; a PASS states the calls made and the ranges they covered (``bounds``, measured).
+def summary_line(verdict: str, target: str, found: int, examples: int, engine: str = "hypothesis", bounds=None,
+                 coverage=None) -> str:
+    """The last line of a verify run; a PASS states the calls made, the ranges they covered (``bounds``, measured)
+    and, when corners were measured (``coverage``, proofs.search.coverage), how many were reached and which never.
 
     Only a run with no counterexample says "nothing broken": every result or exception that
     broke an invariant is a counterexample (a FAIL), so a run that is not a FAIL saw none."""
@@ -79,6 +86,11 @@ def summary_line(verdict: str, target: str, found: int, examples: int, engine: s
             line += f"  {examples} calls"
             covered = bounds.describe() if bounds is not None else ""
             line += f"; {covered}" if covered else ""
+        if coverage is not None and coverage.calls:
+            total = len(coverage_names(coverage))
+            never = coverage.unreached()
+            line += f"; corners: {total - len(never)} of {total} reached"
+            line += f", never: {', '.join(never)}" if never else ""
         return line
     if verdict == "fail":
         noun = "counterexample" if found == 1 else "counterexamples"

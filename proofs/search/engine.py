@@ -8,15 +8,21 @@ counterexample was found within the examples and the budget, which the summary n
 What it runs, in order, stopping at the first counterexample (``--all`` goes on):
 1. counterexamples saved by earlier runs for this target, replayed first;
 2. every class of bad input, systematically (``strategies.bad_calls``);
+   then the bulk phase (proofs.search.bulk): many cheap seeded calls aimed at the
+   corners of the coverage model, in batches, judged in this process; a finding goes
+   through the same minimiser and record as one of the conformance search;
 3. valid calls across the whole domain, steered by ``hypothesis.target`` towards long
-   queues, ties and large gaps between the policies (a failure that does not repeat
-   in a fresh process is reported as ``deterministic``);
+   queues, ties, large gaps between the policies and the corners of the coverage model
+   (a failure that does not repeat in a fresh process is reported as ``deterministic``);
 4. repeated calls, each in a fresh process and after other calls, rejected ones
    included, and in fresh interpreters exec'd with other string-hash seeds
    (``deterministic``; ``proofs.sandbox.fresh_hash_seeds``: from ``--seed`` when given);
 5. bad inputs combined at random (``strategies.corrupted_calls``);
 6. for our own impl (through its factory) and for an online target, the stateful test
    through the online protocol (proofs.online.stateful).
+
+Every valid call judged by the bulk phase or the conformance search is measured
+against the coverage model (``self.coverage``: per corner, how many calls reached it).
 
 Every check keeps an account (``CheckAccount``): how many calls it tried, how many it
 planned, and whether it ran to its end.  A check that the deadline cut short, or that
@@ -55,6 +61,7 @@ from __future__ import annotations
 
 import copy
 import glob
+import hashlib
 import json
 import math
 import os
@@ -63,13 +70,15 @@ from dataclasses import dataclass
 from collections import Counter
 from typing import Callable, NamedTuple
 
-from hypothesis import HealthCheck, Verbosity, event, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, event, given, settings
+from hypothesis import target as hypothesis_target
 from hypothesis import strategies as st
 
 from proofs import models
 from proofs.counterexample import HISTORY_LIMIT, Counterexample
 from proofs.sandbox import (DEFAULT_LOAD_SECONDS, DIED, FRESH_INTERPRETERS, TIMED_OUT, HarnessError, TargetProcess, fresh_hash_seeds,
                             harness_collector, run_once)
+from proofs.search.coverage import Coverage
 from proofs.search.judge import (Finding, judge_hash_seed_dependence, judge_invalid_call, judge_repeated_call,
                                  judge_seeded_pair, judge_valid_call)
 from proofs.search.database import GuardedDatabase
@@ -80,8 +89,8 @@ HANG_PROBE_SECONDS = 0.25  # the limit of one probe while a hang is minimised (t
 RETRY_FACTOR = 4  # a failure seen once only is retried with this many times the per-call limit
 CONFIRMATIONS = 3  # fresh processes a result that breaks an invariant must break it in to be called "alone"
 FLAKY_PER_CHECK = 3  # after this many flaky failures a check stops (and is unfinished)
-CHECKS = ("replay", "validation", "conformance", "deterministic", "corrupted_validation", "stateful")
-EXAMPLES = {"conformance": 500, "deterministic": 30, "validation": 200, "stateful": 60}
+CHECKS = ("replay", "validation", "bulk", "conformance", "deterministic", "corrupted_validation", "stateful")
+EXAMPLES = {"conformance": 500, "bulk": 2000, "deterministic": 30, "validation": 200, "stateful": 60}
 # target calls per example of the deterministic check (proofs.search.judge.judge_repeated_call): 7 in the
 # harness's interpreter, one per fresh interpreter
 REPEATED_CALLS = 7 + FRESH_INTERPRETERS
@@ -210,6 +219,8 @@ class Search:
         self._child = (None, 0.0)  # the current child's list of calls (its identity) and when it started
         self.bounds = self.model.new_bounds()  # the ranges of the valid calls actually made (every PASS line states them)
         self.statistics: dict[str, Counter] = {}  # per check: how often each interesting case was drawn
+        # per corner of the coverage model (the caching ones too where caching is drawn): the judged calls reaching it
+        self.coverage = Coverage(self.model.name, getattr(self.model, "draws_caching", False))
         # the PYTHONHASHSEED of each fresh interpreter the determinism check compares with (proofs.sandbox)
         self.hash_seeds = fresh_hash_seeds(seed) if isinstance(process, TargetProcess) else ()
         if self.hash_seeds:
@@ -227,6 +238,7 @@ class Search:
         steps = [
             ("replay", self._replay_saved),
             ("validation", self._systematic_validation),
+            ("bulk", self._bulk),
             ("conformance", self._conformance),
             ("deterministic", self._deterministic),
             ("corrupted_validation", self._corrupted_validation),
@@ -268,6 +280,8 @@ class Search:
             return self.examples["deterministic"] * REPEATED_CALLS
         if check == "corrupted_validation":
             return self.examples["validation"]
+        if check == "bulk" and not isinstance(self.process, TargetProcess):
+            return 0  # a target in this process (the crosshair backend) has no child to batch calls to
         return self.examples[check]
 
     def _saved_files(self) -> list[str]:
@@ -323,6 +337,8 @@ class Search:
         if steer:
             try:
                 reference = self.model.steer(call)
+                reached = self.coverage.add(call, reference, "hypothesis")
+                hypothesis_target(float(len(reached)), label="corners reached")
             except BaseException:
                 self.process.collect()  # the call in flight ends before anything else is sent
                 raise
@@ -412,6 +428,55 @@ class Search:
                 if self._done():
                     return False
             self.progress("validation", self.calls_tried)
+        return True
+
+    def database_key(self, check: str) -> bytes:
+        """The example database key of ``check``'s Hypothesis search: its examples are saved and replayed under it."""
+        text = f"schedcheck:{self.process.target.text}:{self.model.name}:{check}:{sorted(self.known)}"
+        return hashlib.sha384(text.encode()).digest()
+
+    def _bulk(self) -> bool:
+        """The bulk phase (proofs.search.bulk); a finding is minimised and recorded as a conformance one."""
+        from hypothesis.database import choices_to_bytes
+
+        from proofs.search.aim import choices_for
+        from proofs.search.bulk import BulkPhase
+
+        if not isinstance(self.process, TargetProcess):
+            return True  # nothing planned
+        if self.database is not None and next(iter(self.database.fetch(self.database_key("conformance"))), None):
+            # what the example database holds for the conformance search comes first, as it did before the bulk phase
+            self._search("conformance", self.model.valid_calls(), self._valid_steered, self._minimize_valid,
+                         phases=(Phase.explicit, Phase.reuse))
+            if self._done():
+                return False
+        phase = BulkPhase(self, self.examples["bulk"], self.seed)
+        self.bulk = phase
+        flaky_before = len(self.flaky)
+        while not phase.run():
+            if phase.found is None:
+                self._account.stopped = phase.stopped or "deadline"
+                return False
+            call, finding, index, choices = phase.found
+            phase.found = None
+            if self.database is not None:  # the next run's conformance search replays it first
+                self.database.save(self.database_key("conformance"), choices_to_bytes(
+                    choices_for(self.model.name, index, choices, phase.caching)))
+            # handed over as a conformance search's finding is: what was seen, the calls its child answered before it
+            self._history, self._seen, self._seen_at = phase.history, finding, phase.seen_at
+            try:
+                small, again = self._minimize_valid(call, finding.invariant)
+            finally:
+                at = self._seen_at
+                self._history, self._seen, self._seen_at = [], None, None
+            if again is not None:
+                self._record("deterministic" if again.invariant == "deterministic" else "conformance", small, again,
+                             at=at)
+                if self._done():
+                    return False
+            elif len(self.flaky) - flaky_before >= FLAKY_PER_CHECK:
+                self._account.stopped = "flaky"
+                return False
         return True
 
     def _confirm_invalid(self, call, wanted: str, rule: str):
@@ -717,7 +782,7 @@ class Search:
             counter[name] += 1
 
     def _search(self, check: str, strategy, judge, minimize, rule: str = "", per_example: int = 1,
-                replay_as: str | None = None, drawn=None) -> bool:
+                replay_as: str | None = None, drawn=None, phases=None) -> bool:
         """Run one Hypothesis search until it fails, runs out of examples or of time;
         True when it ran every example it planned (``check`` names its example count).  After
         a flaky time-out it goes on with the examples it has left, so ``tried`` never passes ``planned``."""
@@ -776,10 +841,9 @@ class Search:
                 verbosity=Verbosity.quiet,
                 print_blob=False,
                 backend=self.backend,
+                **({"phases": phases} if phases is not None else {}),
             )(given(strategy)(test))
-            runner.hypothesis.inner_test._hypothesis_internal_add_digest = (
-                f"schedcheck:{self.process.target.text}:{check}:{sorted(ignore)}".encode()
-            )
+            runner._hypothesis_internal_database_key = self.database_key(check)  # the bulk phase saves under it too
             if self.seed is not None:
                 # not hypothesis.seed(), which also switches the example database off: a
                 # seeded run (the ci profile) must still replay what other runs found

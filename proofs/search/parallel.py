@@ -42,6 +42,7 @@ class Merged(NamedTuple):
     bounds: object = None  # strategies.Bounds merged over every worker's calls
     statistics: dict = {}  # per check: how often each interesting case was drawn
     dropped: dict = {}  # (where, type name) -> calls: extra result keys that held no plain data (TargetProcess.dropped)
+    coverage: object = None  # proofs.search.coverage.Coverage merged over every worker's calls
 
 
 class _Task(NamedTuple):
@@ -98,7 +99,7 @@ def run_parallel(
                              call_seconds, seed, examples, *named, load_seconds), database=database)
     if replay[1] and not find_all:
         return Merged(replay[1], replay[2], [], list(replay[5]), list(replay[6]), replay[7], dict(replay[8]),
-                      dict(replay[9]))
+                      dict(replay[9]), replay[10])
 
     checks = plan(stateful)
     context = multiprocessing.get_context("fork")  # shared with the sandbox's forked children
@@ -141,6 +142,7 @@ def run_parallel(
     found, calls, unfinished, accounts = list(replay[1]), replay[2], [], list(replay[5])
     flaky = list(replay[6])
     bounds, statistics, dropped = replay[7], dict(replay[8]), dict(replay[9])
+    corners = replay[10]
     from proofs.search.engine import CheckAccount
 
     for result in results:
@@ -153,6 +155,7 @@ def run_parallel(
             statistics[check] = statistics.get(check, type(counter)()) + counter
         for note, count in result[9].items():
             dropped[note] = dropped.get(note, 0) + count
+        corners.merge(result[10])
         if cancelled:
             accounts += [CheckAccount(a.check, a.planned, a.tried, False, a.seconds, "counterexample") for a in accounts_here]
             continue
@@ -165,7 +168,7 @@ def run_parallel(
             unfinished.append(check)
     if not find_all:
         found = found[:1]
-    return Merged(found, calls, unfinished, accounts, flaky, bounds, statistics, dropped)
+    return Merged(found, calls, unfinished, accounts, flaky, bounds, statistics, dropped, corners)
 
 
 def _worker(task: _Task, first_found, warned):
@@ -195,7 +198,10 @@ def _run_task(task: _Task, database=None):
 
     first_found = _shared.get("first_found")
     if first_found is not None and not task.find_all and first_found.value < task.index:
-        return task.index, [], 0, [], True, [], [], None, {}, {}  # an earlier check has already found one
+        from proofs.search.coverage import Coverage
+
+        # an earlier check has already found one
+        return task.index, [], 0, [], True, [], [], None, {}, {}, Coverage(task.model)
     if database is None:
         database = open_database(task.db, warn=_warn_once)
     cancelled = {"now": False}
@@ -221,4 +227,4 @@ def _run_task(task: _Task, database=None):
             first_found.value = min(first_found.value, task.index)
     pairs = [(f.counterexample, f.actual) for f in found]
     return (task.index, pairs, search.calls_tried, list(search.unfinished), cancelled["now"], list(search.checks),
-            list(search.flaky), search.bounds, search.statistics, dict(process.dropped))
+            list(search.flaky), search.bounds, search.statistics, dict(process.dropped), search.coverage)

@@ -32,6 +32,7 @@ from proofs.search.minimize import _smallest_failing, _smallest_failing_coarse
 from proofs.search.strategies import BAD_VALUES, JobDict, JobList
 
 MAX_REQUESTS = 12
+DRAWS_PREFIX_CACHING = True  # caching_calls: drawn for a target that supports it (proofs.models.declared.draws_caching)
 MANY_REQUESTS = 150
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")
@@ -88,9 +89,150 @@ def _many_requests(seed: int, n: int, limit: int, arrival_base: int, id_base: in
 
 
 @built_once
-def valid_calls(max_requests: int = MAX_REQUESTS, many: bool = True):
-    """A valid (requests, config), shrinking towards the smallest input: across the whole domain, or under memory pressure."""
-    return st.one_of(_any_calls(max_requests, many), _pressure_calls(max_requests), _budget_calls(max_requests))
+def valid_calls(max_requests: int = MAX_REQUESTS, many: bool = True, caching: bool = False):
+    """A valid (requests, config), shrinking towards the smallest input: across the whole domain, or under memory pressure.
+
+    With the default arguments, one call in four comes from a generator aimed at a corner of the
+    coverage model (``proofs.search.aim``).  With ``caching`` (a target that supports prefix
+    caching: our impl, or one whose DOMAIN declares ``prefix_caching`` true, proofs.models.declared),
+    two calls in five are drawn from prompt families with ``prefix_caching`` (``caching_calls``)."""
+    anywhere = st.one_of(_any_calls(max_requests, many), _pressure_calls(max_requests), _budget_calls(max_requests))
+    if max_requests == MAX_REQUESTS and many:
+        anywhere = _aimed_or(anywhere)
+    if caching:
+        return _caching_or(anywhere, caching_calls(min(max_requests, 8)))
+    return anywhere
+
+
+FAMILIES = ("identical prompts", "prefix on a block boundary", "prefix off a block boundary",
+            "equal up to the last token", "extended prompt", "private prompt")  # how a request's tokens were drawn
+# what --json's statistics count per call, read back from the tokens (an extension shows as a prefix shared)
+FAMILY_FEATURES = (*FAMILIES[:4], FAMILIES[5], "abort of a request sharing its prompt")
+CACHING_MODES = ("families", "memory pressure", "twins")
+
+
+@built_once
+@st.composite
+def _caching_or(draw, anywhere, cached):
+    """Two calls in five from ``cached`` (the last branches), the rest from ``anywhere``."""
+    from proofs.search.aim import CACHED_BRANCHES
+
+    if draw(st.integers(0, CACHED_BRANCHES[-1])) in CACHED_BRANCHES:
+        return draw(cached)
+    return draw(anywhere)
+
+
+@built_once
+@st.composite
+def caching_calls(draw, max_requests: int = 8):
+    """A valid call with prefix caching drawn by Hypothesis (``build_caching_call``, so it shrinks)."""
+    from proofs.search.aim import DrawChooser
+
+    return build_caching_call(DrawChooser(draw), max_requests)
+
+
+def build_caching_call(c, max_requests: int = 8):
+    """A valid call with prefix caching (issue 20): requests whose ``tokens`` come from a few prompt families,
+    built from the chooser ``c`` (proofs.search.aim: Hypothesis's draws, or the bulk phase's seeded ones).
+
+    Each request's prompt is a copy of a base prompt (identical), a prefix of it cut on a block
+    boundary or one token off it, the base with its last token changed, the base extended, or a
+    private prompt without ``tokens``.  The mode: ``families`` (anything goes), ``memory pressure``
+    (a pool just big enough for the largest request, several seats, long outputs: eviction and
+    preemption meet hits) or ``twins`` (copies and extensions of one prompt arriving within two
+    ticks, chunked under a small or a huge budget, half of them aborted soon after they arrive:
+    aborts of requests holding shared blocks).  ``prefix_caching`` is true in eight calls of ten
+    (false or absent otherwise, with the same tokens: caching off must ignore them)."""
+    mode = c.pick(CACHING_MODES)
+    pressure, twins = mode == "memory pressure", mode == "twins"
+    bs = c.pick((1, 2, 2, 3, 4, 16))
+    chunked = True if twins else c.boolean()
+    families = [[c.integer(0, 3) for _ in range(c.integer(bs + 1 if twins else 1, 3 * bs + 2))]
+                for _ in range(1 if twins else c.integer(1, 3))]
+    n = c.integer(2 if pressure or twins else 1, min(max_requests, 4) if twins else max(2, max_requests))
+    kinds = (FAMILIES[0], FAMILIES[4]) if twins else FAMILIES
+    requests = []
+    for rid in range(n):
+        base = c.pick(families)
+        kind = c.pick(kinds)
+        if kind == FAMILIES[0]:
+            tokens = list(base)
+        elif kind in FAMILIES[1:3]:
+            edge = c.integer(1, max(1, len(base) // bs)) * bs
+            if kind == FAMILIES[2]:
+                edge += c.pick((-1, 1))
+            tokens = base[:max(1, min(len(base), edge))]
+        elif kind == FAMILIES[3]:
+            tokens = base[:-1] + [9]
+        elif kind == FAMILIES[4]:
+            tokens = base + [c.integer(0, 3) for _ in range(c.integer(1, bs + 1))]
+        else:
+            tokens = None
+        arrival = c.integer(0, 1 if pressure else 2 if twins else 4)
+        request = {"id": rid, "arrival": arrival,
+                   "prompt": len(tokens) if tokens is not None else c.integer(1, 2 * bs + 1),
+                   "output": c.integer(2, 8) if pressure else c.integer(1, 4)}
+        if tokens is not None:
+            request["tokens"] = tokens if c.boolean() else tuple(tokens)
+        if c.integer(0, 1 if twins else 3) == 0:
+            request["abort"] = arrival + (c.integer(1, 3) if twins else c.integer(0, 6))
+        requests.append(request)
+    peak = max(r["prompt"] + r["output"] - 1 for r in requests)
+    need = _ceil_div(peak, bs)
+    if twins:
+        budget = c.integer(1, 2 * bs + 1) if c.boolean() else 10**6
+    elif chunked:
+        budget = c.pick((c.integer(1, 4), c.integer(1, 2 * peak), 10**6))
+    else:
+        budget = peak + c.pick((0, 0, 1, 3))
+    config = {"max_seqs": c.integer(2, 4) if pressure or twins else c.integer(1, 4), "token_budget": budget,
+              "block_size": bs, "num_blocks": need + c.pick((0, 1) if pressure else (0, 1, 2, 4, 8)),
+              "chunked_prefill": chunked}
+    caching = c.pick((True,) * 8 + (False, None))
+    if caching is not None:
+        config["prefix_caching"] = caching
+    if c.boolean():
+        requests = tuple(requests)
+    return requests, config
+
+
+def caching_features(call: Call) -> list[str]:
+    """The prompt families a caching call's requests were drawn from, read back from their tokens
+    (what ``--json``'s statistics count, one per call and family)."""
+    requests, config = call
+    if not any("tokens" in r for r in requests) and "prefix_caching" not in config:
+        return []
+    named = ["prefix caching on" if config.get("prefix_caching") else "prefix caching off"]
+    bs = config["block_size"]
+    prompts = [tuple(r["tokens"]) for r in requests if r.get("tokens") is not None]
+    found = set()
+    for i, one in enumerate(prompts):
+        for j, other in enumerate(prompts):
+            if i == j:
+                continue
+            if one == other:
+                found.add(FAMILIES[0])
+            elif len(one) < len(other) and other[:len(one)] == one:
+                found.add(FAMILIES[1] if len(one) % bs == 0 else FAMILIES[2])
+            elif len(one) == len(other) and one[:-1] == other[:-1]:
+                found.add(FAMILIES[3])
+    if any(r.get("tokens") is None for r in requests):
+        found.add(FAMILIES[5])
+    if any("abort" in r for r in requests) and len(prompts) > len(set(prompts)):
+        found.add("abort of a request sharing its prompt")
+    named += sorted(found)
+    return named
+
+
+@built_once
+@st.composite
+def _aimed_or(draw, anywhere):
+    """A call aimed at a corner (the last branch), or one drawn from ``anywhere``."""
+    from proofs.search.aim import AIMED_BRANCH, aimed_calls
+
+    if draw(st.integers(0, AIMED_BRANCH)) == AIMED_BRANCH:
+        return draw(aimed_calls("serving"))
+    return draw(anywhere)
 
 
 @built_once
@@ -228,7 +370,7 @@ def features(call: Call) -> list[str]:
         named.append("one sequence")
     if config.get("reserve_full_sequence"):
         named.append("reserve full sequence")
-    return named
+    return named + caching_features(call)
 
 
 def _request(request_id=0, arrival=0, prompt=1, output=1, **override):

@@ -31,6 +31,7 @@ import math
 import random
 
 from proofs.search.built import built_once, st
+from proofs.search.values import IntSubclass, JobDict, JobList  # noqa: F401 (the strategies' home of these names)
 
 MAX_JOBS = 30
 WORK_CAP = 3000  # total tokens per call: keeps one call within milliseconds
@@ -44,27 +45,6 @@ LARGE_BUSY_TICKS = 250  # slots are drawn so that a large input keeps every slot
 LARGE_JOB_TICKS = 50_000  # ... and jobs times busy ticks stays under this (a scheduler that scans every job each tick stays fast)
 HUGE_ARRIVAL = 2**32
 WIDE_IDS = 2**64
-
-
-class JobList(list):
-    """A list subclass: inside the domain, as every subclass of list is."""
-
-    def __repr__(self) -> str:
-        return f"JobList({list(self)!r})"
-
-
-class JobDict(dict):
-    """A dict subclass: inside the domain, as every subclass of dict is."""
-
-    def __repr__(self) -> str:
-        return f"JobDict({dict(self)!r})"
-
-
-class IntSubclass(int):
-    """An int subclass: not ``type(x) is int``, so outside the domain."""
-
-    def __repr__(self) -> str:
-        return f"IntSubclass({int(self)})"
 
 
 def _arrivals(draw, n: int) -> list[int]:
@@ -147,7 +127,15 @@ def small_calls(draw, max_jobs: int = MAX_JOBS, work_cap: int = WORK_CAP):
 @built_once
 @st.composite
 def valid_calls(draw, max_jobs: int = MAX_JOBS, work_cap: int = WORK_CAP, large: bool | None = None):
-    """A valid (jobs, slots, continuous), shrinking towards the smallest input; large ones only when ``large`` (default: with the default ``max_jobs``)."""
+    """A valid (jobs, slots, continuous), shrinking towards the smallest input; large ones only when ``large`` (default: with the default ``max_jobs``).
+
+    With the default arguments, one call in four comes from a generator aimed at a corner of the
+    coverage model (``proofs.search.aim``), the others from the whole domain as below."""
+    if max_jobs == MAX_JOBS and work_cap == WORK_CAP and large is None:
+        from proofs.search.aim import AIMED_BRANCH, aimed_calls
+
+        if draw(st.integers(0, AIMED_BRANCH)) == AIMED_BRANCH:
+            return draw(aimed_calls("chapter"))
     large = (max_jobs == MAX_JOBS) if large is None else large
     if large and all(draw(st.tuples(*[st.booleans()] * 3))):  # one in eight, shrinking to small
         jobs, slots, continuous = draw(large_calls())

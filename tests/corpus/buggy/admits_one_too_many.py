@@ -1,6 +1,7 @@
 """Admits while active <= slots, so one job too many runs."""
 
 EXPECTED = "slot_bound"
+CORNER = "full_with_queue"
 
 FIELDS = ("id", "arrival", "tokens")
 

@@ -3,6 +3,7 @@
 import os
 
 EXPECTED = "termination"
+CORNER = "idle_gap"
 
 FIELDS = ("id", "arrival", "tokens")
 

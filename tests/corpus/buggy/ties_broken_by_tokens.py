@@ -1,6 +1,7 @@
 """Orders the queue by (arrival, tokens, id), so arrival ties go to the shorter job instead of the lower id."""
 
 EXPECTED = "fifo_order"
+CORNER = "same_tick_arrivals"
 
 FIELDS = ("id", "arrival", "tokens")
 

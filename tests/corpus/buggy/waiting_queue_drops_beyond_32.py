@@ -7,6 +7,7 @@ search that never tries more than about 30 jobs passes it.
 from collections import deque
 
 EXPECTED = "work_conservation"
+CORNER = "queue_over_32"
 
 FIELDS = ("id", "arrival", "tokens")
 

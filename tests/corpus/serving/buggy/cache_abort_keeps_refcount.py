@@ -2,6 +2,7 @@
 
 EXPECTED = "refcount_exact"  # the leak; on more requests it starves a later one and the run spins
 ALSO = ("kv_exact", "termination")
+DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

@@ -2,6 +2,7 @@
 
 EXPECTED = "refcount_exact"  # freed twice; taken twice later, it is shared
 ALSO = ("no_false_sharing", "kv_exclusive", "termination")
+DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

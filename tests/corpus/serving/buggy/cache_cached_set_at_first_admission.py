@@ -1,6 +1,7 @@
 """A request's cached is set at its first admission and never updated, so after a preemption it disagrees with the hits of the trace (vLLM's num_cached_tokens kept stale across a preemption, vllm-project/vllm#36752)."""
 
 EXPECTED = "metrics_consistent"
+DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

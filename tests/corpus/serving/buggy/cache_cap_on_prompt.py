@@ -1,6 +1,7 @@
 """The hit cap is taken on the prompt instead of the known sequence, so a readmitted request cannot hit the blocks holding its generated tokens (hashing only prompt tokens, corrected in the review of vllm-project/vllm#9972 to cover recompute after preemption)."""
 
 EXPECTED = "longest_prefix_hit"
+DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

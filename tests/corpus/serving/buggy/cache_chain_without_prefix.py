@@ -1,6 +1,7 @@
 """A block's chain is only its own tokens, not the whole prefix before it, so blocks of different prefixes with equal tokens are shared (block keys without the prefix, vllm-project/aibrix#2329 fixed by vllm-project/aibrix#2330)."""
 
 EXPECTED = "no_false_sharing"
+DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

@@ -1,6 +1,7 @@
 """Taking a registered block from the free queue removes its whole chain from the cache, so another block that holds the same chain can no longer be hit (the single-block-per-hash map of vLLM's v0 prefix-caching allocator, vllm-project/vllm#4142)."""
 
 EXPECTED = "longest_prefix_hit"
+DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

@@ -1,6 +1,7 @@
 """The fit check counts every hit block against the free queue, also those other requests hold, so a request that fits is kept waiting (nano-vllm's can_allocate counting every block of the sequence, and the review of vllm-project/vllm#11565)."""
 
 EXPECTED = "work_conserving"
+DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

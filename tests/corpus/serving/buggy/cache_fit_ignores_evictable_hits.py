@@ -1,6 +1,7 @@
 """The fit check counts only the new blocks, not the hit blocks of count 0 that also leave the free queue, so an admission runs out of blocks mid-allocation and crashes (the check vllm-project/vllm#11565 moved before the touch, and ROCm/ATOM#902's "No free blocks available")."""
 
 EXPECTED = "termination"
+DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

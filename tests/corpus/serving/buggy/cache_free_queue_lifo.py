@@ -1,6 +1,7 @@
 """Freed blocks go to the front of the freed part of the free queue instead of its tail, so the most recently freed block is evicted first (an evictor whose update broke its LRU order, vllm-project/vllm#7193)."""
 
 EXPECTED = "lru_eviction"
+DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

@@ -1,6 +1,7 @@
 """A release appends the blocks at 0 to the free queue in table order instead of last block first, so a sequence's prefix is evicted before its tail (the lost tail-first order of vllm-project/vllm#48489, fixed by vllm-project/vllm#48532)."""
 
 EXPECTED = "lru_eviction"
+DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

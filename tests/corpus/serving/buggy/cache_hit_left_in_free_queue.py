@@ -1,7 +1,8 @@
 """A hit on a block of count 0 takes a reference but leaves the block in the free queue, so it is later taken as a new block while its holder still uses it (the touch that must remove a hit from vLLM's free_block_queue, vllm-project/vllm#9972)."""
 
 EXPECTED = "no_false_sharing"  # taken while held and overwritten
-ALSO = ("refcount_exact", "lru_eviction")
+ALSO = ("refcount_exact", "lru_eviction", "kv_exclusive")  # kv_exclusive: the hitting request itself given the block back (one table holds it twice)
+DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

@@ -1,6 +1,7 @@
 """An admission charges its hit tokens to the token budget as if they were computed, so later admissions of the tick get less budget than the rules give (vLLM's scheduler counting prefix-cached tokens against the budget, vllm-project/vllm#7753)."""
 
 EXPECTED = "work_conserving"
+DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

@@ -1,6 +1,7 @@
 """A preempted request's blocks are dropped from the cache when they are freed, so the request cannot hit its own blocks when it is readmitted (nano-vllm dropping a block's hash when it is deallocated, GeeeekExplorer/nano-vllm#153)."""
 
 EXPECTED = "longest_prefix_hit"
+DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

@@ -1,6 +1,7 @@
 """The lookup has no known - 1 cap, so a request whose whole known sequence is cached hits every block and is scheduled 0 tokens (nano-vllm's seqlen_q = 0 on a full prefix hit, GeeeekExplorer/nano-vllm#144)."""
 
 EXPECTED = "nonnegative_remaining"
+DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

@@ -1,6 +1,7 @@
 """The victim of a preemption is the oldest running request not yet scheduled in the tick (the one right after the request that needs blocks) instead of the newest."""
 
 EXPECTED = "preempt_newest"
+CORNER = "preemption_with_3_running"
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")

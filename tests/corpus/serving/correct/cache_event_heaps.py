@@ -22,6 +22,8 @@ cached and end at or before known - 1.  Between ticks with nothing runnable the
 clock jumps to the next waiting arrival; totals are accumulated as the ticks run.
 """
 
+DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
+
 import heapq
 from collections import OrderedDict, deque
 

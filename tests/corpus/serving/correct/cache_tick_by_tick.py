@@ -20,6 +20,8 @@ the same tick may hit; an admission's hits are the longest run of cached chains,
 capped at known - 1 tokens, each the earliest-registered block of its chain.
 """
 
+DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
+
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")
 

@@ -18,6 +18,8 @@ once the scheduled tokens are computed, then compute, and the finished free thei
 tables last block first.
 """
 
+DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
+
 
 class Block:
     """One KV block: its id, its reference count, the hash it is cached under, and its free-queue links."""
