@@ -34,7 +34,7 @@ def size_key(call: Call) -> tuple:
     )
 
 
-def _smallest_failing(value: int, low: int, fails_with: Callable[[int], bool]) -> int:
+def smallest_failing(value: int, low: int, fails_with: Callable[[int], bool]) -> int:
     """The smallest v in [low, value) with fails_with(v) (else value), searching as if failure were monotone.
 
     ``fails_with`` is never asked about ``value`` itself, which is known to fail."""
@@ -59,8 +59,8 @@ def _like(template, jobs: list):
     return rebuilt if type(template) is list else type(template)(rebuilt)
 
 
-def _smallest_failing_coarse(value: int, low: int, fails_with: Callable[[int], bool]) -> int:
-    """As ``_smallest_failing``, in steps of a factor 16 while the value is large: for
+def smallest_failing_coarse(value: int, low: int, fails_with: Callable[[int], bool]) -> int:
+    """As ``smallest_failing``, in steps of a factor 16 while the value is large: for
     failures that cost a timeout each (a hang), a few probes rather than one per bit;
     a small value (at most 64) is still bisected, in at most six probes."""
     if value <= low:
@@ -70,7 +70,7 @@ def _smallest_failing_coarse(value: int, low: int, fails_with: Callable[[int], b
     while value // 16 > low and fails_with(value // 16):
         value //= 16
     if value <= 64:
-        return _smallest_failing(value, low, fails_with)
+        return smallest_failing(value, low, fails_with)
     return value
 
 
@@ -82,7 +82,7 @@ def minimize_valid_call(call: Call, fails: Callable[[Call], bool], seconds: floa
     shrinks numbers by factors of 16 instead of bisecting them, for failures that
     cost a timeout to observe."""
     deadline = time.monotonic() + seconds
-    smallest = _smallest_failing_coarse if coarse else _smallest_failing
+    smallest = smallest_failing_coarse if coarse else smallest_failing
     template = call[0]
     best = call
     plain = ([dict(job) for job in template], call[1], call[2])
