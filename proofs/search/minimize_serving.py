@@ -4,7 +4,10 @@ Hypothesis's shrinker gets close; this pass makes the answer canonical, so that 
 same bug gives the same counterexample on every run.  ``minimize_valid_call`` greedily
 tries smaller valid calls in the order of what "smaller" means to a reader
 (``size_key``): fewer requests, then no aborts and the canonical form (arrivals from 0,
-ids 0..n-1 in FCFS order), then a smaller config, then smaller requests; it keeps a
+ids 0..n-1 in FCFS order), then a smaller config (chunked prefill first; a smaller block
+size with the pool's tokens kept when the pool alone would be too small), then smaller
+requests; each number goes to the smallest value that still fails, without assuming
+failure is monotone in it (``proofs.search.minimize.smallest_failing_scan``).  It keeps a
 candidate only when it is valid and still fails, repeats until nothing changes or its
 deadline passes, and never returns a call that was not seen to fail.
 ``minimize_invalid_call`` drops the requests an invalid call does not need, keeping it
@@ -17,7 +20,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from proofs.search.minimize import smallest_failing, smallest_failing_coarse
+from proofs.search.minimize import smallest_failing_coarse, smallest_failing_scan
 
 Call = tuple  # (requests, config)
 
@@ -47,7 +50,7 @@ def minimize_valid_call(
     tried.  ``coarse`` shrinks numbers by factors of 16 (for failures that cost a
     timeout to observe)."""
     deadline = time.monotonic() + seconds
-    smallest = smallest_failing_coarse if coarse else smallest_failing
+    smallest = smallest_failing_coarse if coarse else smallest_failing_scan
     plain = ([dict(r) for r in call[0]], dict(call[1]))
     best = plain if fails(plain) else call
 
@@ -72,6 +75,15 @@ def minimize_valid_call(
 
     def with_config(key: str, value) -> Call:
         return ([dict(r) for r in best[0]], dict(best[1], **{key: value}))
+
+    def with_block_size(value: int) -> Call:
+        """Smaller blocks, with as many more of them as keep the pool's tokens when the pool alone would be too
+        small for the call to stay valid (a block size shrinks only with a pool that still holds every request)."""
+        candidate = with_config("block_size", value)
+        if is_valid(*candidate):
+            return candidate
+        pool = best[1]["num_blocks"] * best[1]["block_size"]
+        return ([dict(r) for r in best[0]], dict(best[1], block_size=value, num_blocks=-(-pool // value)))
 
     changed = True
     while changed and time.monotonic() < deadline:
@@ -100,11 +112,12 @@ def minimize_valid_call(
             renumbered[index]["id"] = new_id
         attempt(with_requests(renumbered))
         attempt(with_requests(sorted(best[0], key=lambda r: r["id"])))
-        # smaller config, then smaller requests
-        for key, low in (("max_seqs", 1), ("num_blocks", 1), ("token_budget", 1), ("block_size", 1)):
-            smallest(best[1][key], low, lambda v, k=key: attempt(with_config(k, v)))
+        # smaller config (chunked first: more budgets are valid with it), then smaller requests
         if not best[1]["chunked_prefill"]:
             attempt(with_config("chunked_prefill", True))
+        for key, low in (("max_seqs", 1), ("num_blocks", 1), ("token_budget", 1)):
+            smallest(best[1][key], low, lambda v, k=key: attempt(with_config(k, v)))
+        smallest(best[1]["block_size"], 1, lambda v: attempt(with_block_size(v)))
         for field, low in (("prompt", 1), ("output", 1), ("arrival", 0)):
             for index in range(len(best[0])):
                 smallest(best[0][index][field], low, lambda v, i=index, f=field: attempt(with_field(i, f, v)))
