@@ -18,8 +18,9 @@ and differ only by the machine's load.
 measures the search itself instead: per mutant, ``--seeds`` searches in this process,
 each with CrossHair's random generator seeded 0, 1, ... (``crosshair.statespace.newrandom``
 replaced for the run: a benchmark-only patch), and reports how many of them found the
-bug, and the median and worst number of scenarios the contract ran (calls of its body,
-so paths that reached it) and CPU seconds until the counterexample and its replay.
+bug, and the median and worst number of distinct scenarios the contract explored until
+it (the engine's own count, which every CrossHair line reports) and CPU seconds until the
+counterexample and its replay.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ def one_run(name: str, limit: float) -> tuple[str, float, float]:
 
 
 def seeded_search(name: str, limit: float, seed: int) -> tuple[str, int, float]:
-    """The outcome, scenarios run and CPU seconds of one in-process search with CrossHair's generator seeded ``seed``."""
+    """The outcome, distinct scenarios explored and CPU seconds of one in-process search with CrossHair's generator
+    seeded ``seed`` (the scenarios as the engine counts them: proofs.symbolic.contracts.note_scenario)."""
     import random
 
     import crosshair.statespace as statespace
@@ -61,21 +63,26 @@ def seeded_search(name: str, limit: float, seed: int) -> tuple[str, int, float]:
     from proofs.symbolic import engine, serving
 
     (contract,) = serving.serving_contracts(mutants.make(name), names=(name,), subjects=("impl.ServingScheduler.step",))
-    calls = [0]
-    first_break = serving.first_break
-
-    def counted(*args, catch=False):
-        calls[0] += not catch  # the contract's body; the replay and to_plain (after the search) pass catch=True
-        return first_break(*args, catch=catch)
-
     newrandom = statespace.newrandom
-    serving.first_break, statespace.newrandom = counted, lambda: random.Random(seed)
+    statespace.newrandom = lambda: random.Random(seed)
     try:
         started = time.process_time()
-        outcome = engine._analyse(contract, limit)["outcome"]
-        return outcome, calls[0], time.process_time() - started
+        payload = engine._analyse(contract, limit)
+        return payload["outcome"], payload["scenarios"], time.process_time() - started
     finally:
-        serving.first_break, statespace.newrandom = first_break, newrandom
+        statespace.newrandom = newrandom
+
+
+def pooled(found: list[int], searches: int) -> str:
+    """The distribution of scenarios-to-counterexample over every search that found its bug: the count each percentile
+    needed, and how many searches a minimum of N scenarios would have let find their bug."""
+    found = sorted(found)
+    if not found:
+        return "no search found its bug"
+    at = lambda q: found[min(len(found) - 1, max(0, -(-q * len(found) // 100) - 1))]  # noqa: E731  nearest rank
+    parts = [f"p{q} {at(q)}" for q in (50, 90, 95, 99)] + [f"max {found[-1]}"]
+    within = ", ".join(f"{sum(n <= k for n in found)}/{searches} within {k}" for k in (10, 20, 30, 50, 100))
+    return f"{len(found)}/{searches} found; scenarios to the counterexample: {', '.join(parts)}; {within}"
 
 
 def main(argv=None) -> int:
@@ -103,12 +110,15 @@ def main(argv=None) -> int:
 
         print(f"{'invariant':26} found  scenarios median/max  cpu median/max   "
               f"(limit {args.limit:g} s CPU, seeds 0..{args.seeds - 1})")
+        every = []
         for name in names:
             searches = [seeded_search(name, args.limit, seed) for seed in range(args.seeds)]
             found = [s for s in searches if s[0] == "counterexample"]
             scenarios, cpus = [s[1] for s in searches], [s[2] for s in searches]
+            every += searches
             print(f"{name:26} {len(found)}/{len(searches)}  {statistics.median(scenarios):7.1f} / {max(scenarios):4d}"
-                  f"        {statistics.median(cpus):5.2f} / {max(cpus):5.2f}", flush=True)
+                  f"        {statistics.median(cpus):5.2f} / {max(cpus):5.2f}   {[s[1] for s in searches]}", flush=True)
+        print("pooled: " + pooled([s[1] for s in every if s[0] == "counterexample"], len(every)))
         print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
         return 0
     runs: dict[str, list[tuple[str, float, float]]] = {name: [] for name in names}

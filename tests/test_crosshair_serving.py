@@ -156,25 +156,40 @@ def test_a_step_that_raises_is_replayed_as_a_break_at_the_tick_it_reached():
 
 
 def test_settling_keeps_a_plain_scenario_as_it_is():
-    rows = ((0, 4, 3, 3), (1, 1, 1, 0), (2, 2, 1, 5))
-    assert S.settle_scenario(3, 4, 2, 4, 0, rows) == (3, 4, 2, 4, False, ((0, 4, 3, 3), (1, 1, 1, -1), (2, 2, 1, 5)))
+    rows = ((0, 2, 3, 3), (1, 1, 1, 0), (2, 2, 1, 5))
+    assert S.settle_scenario(3, 4, 2, 4, 0, rows) == (3, 4, 2, 4, False, ((0, 2, 3, 3), (1, 1, 1, -1), (2, 2, 1, 5)))
     assert [S.settle(value, 1, 4) for value in (1, 2, 3, 4)] == [1, 2, 3, 4]
     assert S.untraced(S.settle, 2, 1, 3) == 2  # outside CrossHair it is a plain call
 
 
-def test_the_fit_precondition_is_exactly_the_spec_feasibility_rule_on_the_domain():
-    # requests_fit restates spec's rule for the solver; were it stricter, the contracts would skip valid calls unseen
+def test_settling_decides_exactly_the_valid_scenarios_of_the_domain():
+    # the contract has no precondition: settle_scenario keeps every valid scenario of the bounds as it is and takes
+    # anything else (an infeasible request, a value outside its range) to a valid one, so no path is wasted or skipped
     import itertools
 
-    disagree = []
+    kept, moved = 0, []
     for max_seqs, budget, block_size, blocks, chunked in itertools.product((1, 3), range(1, 5), (1, 2), range(1, 5),
                                                                          (False, True)):
-        for arrival, prompt, output, abort in itertools.product(range(3), range(1, 5), range(1, 4), (-1, 0, 3, 5)):
-            row = (arrival, prompt, output, abort)
-            requests, config = S.call_from_args(max_seqs, budget, block_size, blocks, chunked, (row,), 1)
-            if S.requests_fit(budget, block_size, blocks, chunked, (row,), 1) != serving.is_valid(requests, config):
-                disagree.append((requests, config))
-    assert disagree == []
+        for row in itertools.product(range(3), range(1, 5), range(1, 4), (-1, 0, 1, 2, 3, 5)):
+            if row[3] != -1 and not row[0] <= row[3] <= row[0] + 3:
+                continue
+            rows = (row, (2, 1, 1, -1), (2, 1, 1, -1))
+            settled = S.settle_scenario(max_seqs, budget, block_size, blocks, chunked, rows)
+            requests, config = S.call_from_args(max_seqs, budget, block_size, blocks, chunked, rows, 1)
+            valid = serving.is_valid(requests, config)
+            assert valid == S.requests_fit(budget, block_size, blocks, chunked, rows, 1), (requests, config)
+            if valid:
+                kept += settled[5][0] == row
+            else:
+                moved.append(settled[5][0])
+                assert serving.is_valid(*S.call_from_args(*settled, 1))
+    assert kept and moved and kept + len(moved) > 1000
+    rng = random.Random(0)
+    for _ in range(300):  # any ints at all: every prefix of the decided scenario is a valid call
+        values = [rng.randint(-5, 9) for _ in range(17)]
+        settled = S.settle_scenario(*values[:4], values[4] > 0, tuple(tuple(values[5 + 4 * k:9 + 4 * k]) for k in range(3)))
+        for count in (1, 2, 3):
+            assert serving.is_valid(*S.call_from_args(*settled, count)), settled
 
 
 def _leaks_a_symbolic_value(x: int) -> int:
@@ -238,7 +253,8 @@ def test_verify_runs_the_serving_contracts_and_reports_them(monkeypatch, tmp_pat
     def fake(target, seconds, names=None, model="chapter"):
         seen.update(target=target.text, names=names, model=model)
         raw = [{"name": "kv_exact", "subject": subject, "outcome": "no counterexample within 3 s", "seconds": 3.1,
-                "counterexample": None, "message": "", "planned": 3.0} for subject in S.SUBJECTS]
+                "counterexample": None, "message": "", "planned": 3.0, "scenarios": bridge.MIN_SCENARIOS_SERVING + 7}
+               for subject in S.SUBJECTS]
         return bridge.classify(raw, 3.0)
 
     monkeypatch.setattr(bridge, "run_contracts", fake)
@@ -248,10 +264,33 @@ def test_verify_runs_the_serving_contracts_and_reports_them(monkeypatch, tmp_pat
     out = capsys.readouterr().out
     assert code == 0, out
     assert seen == {"target": "impl:serve", "names": ("kv_exact",), "model": "serving"}
-    assert "crosshair  kv_exact                   impl.ServingScheduler.step bounded" in out
-    assert "PASS impl:serve  engine=crosshair; crosshair: 2 contracts (2 bounded)" in out
+    explored = bridge.MIN_SCENARIOS_SERVING + 7
+    assert (f"crosshair  kv_exact                   impl.ServingScheduler.step bounded: no counterexample in {explored} "
+            f"distinct scenarios explored (at least {bridge.MIN_SCENARIOS_SERVING})") in out
+    assert f"PASS impl:serve  engine=crosshair; crosshair: 2 contracts (2 bounded; {2 * explored} distinct scenarios explored)" in out
     contracts = json.loads(report.read_text())["contracts"]
     assert [c["bounds"] for c in contracts] == [S.BOUNDS, S.BOUNDS]
+    assert [(c["scenarios"], c["min_scenarios"]) for c in contracts] == [(explored, bridge.MIN_SCENARIOS_SERVING)] * 2
+
+
+def test_a_search_that_explored_too_few_scenarios_is_incomplete_not_bounded(monkeypatch, tmp_path, capsys):
+    # the run: --budget 3, CrossHair stopped at its own limit after 4 scenarios of about 10^6: not bounded
+    def fake(target, seconds, names=None, model="chapter"):
+        raw = [{"name": "token_budget", "subject": subject, "outcome": "no counterexample within 0.9 s",
+                "seconds": 1.9, "counterexample": None, "message": "", "planned": 2.8, "scenarios": 4}
+               for subject in S.SUBJECTS]
+        return bridge.classify(raw, 2.8)
+
+    monkeypatch.setattr(bridge, "run_contracts", fake)
+    code = main(["verify", "--model", "serving", "--engine", "crosshair", "--invariant", "token_budget", "--budget", "3",
+                 "--db", "none", "--save-dir", str(tmp_path / "saved")])
+    out = capsys.readouterr().out
+    assert code == 2, out
+    assert (f"crosshair  token_budget               impl.ServingScheduler.step incomplete: nothing found in 4 distinct "
+            f"scenarios explored, fewer than the {bridge.MIN_SCENARIOS_SERVING} a bounded search needs") in out
+    summary = out.strip().splitlines()[-1]
+    assert summary.startswith("INCOMPLETE impl:serve") and "2 contracts (2 incomplete; 8 distinct scenarios explored)" in summary
+    assert "PASS" not in out
 
 
 def test_a_serving_counterexample_is_reported_as_its_call(monkeypatch, tmp_path, capsys):

@@ -45,7 +45,7 @@ from typing import Callable, Optional
 
 import spec.serving as serving
 from spec.serving.domain import fcfs_key
-from proofs.symbolic.contracts import Contract
+from proofs.symbolic.contracts import Contract, note_scenario, settle, untraced  # noqa: F401  (settle: tests)
 
 MAX_REQUESTS = 3
 MAX_TICKS = 5  # ticks before the contract's one
@@ -74,14 +74,15 @@ def call_from_args(max_seqs: int, token_budget: int, block_size: int, num_blocks
 
 def scenario_in_bounds(max_seqs: int, token_budget: int, block_size: int, num_blocks: int, rows,
                        count: int, ticks: int) -> bool:
-    """The explored domain (see the module docstring), ranges first so the solver settles them early."""
+    """The explored domain's ranges (see the module docstring); with ``requests_fit``, what ``settle_scenario``
+    decides."""
     if not (1 <= max_seqs <= 3 and 1 <= token_budget <= 4 and 1 <= block_size <= 2 and 1 <= num_blocks <= 4):
         return False
     if not (1 <= count <= MAX_REQUESTS and 0 <= ticks <= MAX_TICKS):
         return False
     previous = 0
     for index, (arrival, prompt, output, abort) in enumerate(rows):
-        if index >= count:  # a comparison, not rows[:count]: a slice would realize count (see settle_scenario)
+        if index >= count:
             break
         if not (previous <= arrival <= 2 and 1 <= prompt <= 4 and 1 <= output <= 3 and -1 <= abort <= arrival + 3):
             return False
@@ -90,53 +91,46 @@ def scenario_in_bounds(max_seqs: int, token_budget: int, block_size: int, num_bl
 
 
 def requests_fit(token_budget: int, block_size: int, num_blocks: int, chunked: bool, rows, count: int) -> bool:
-    """Each request's peak need fits the pool and, unchunked, the budget: ``spec.serving.domain.check_feasible`` as
-    arithmetic, so that the solver keeps the decided values inside the valid calls (``is_valid`` still decides)."""
+    """Each of the first ``count`` requests' peak need fits the pool and, unchunked, the budget:
+    ``spec.serving.domain.check_feasible`` as arithmetic (``peak_limit``), which ``settle_scenario`` keeps."""
     for index, (_, prompt, output, _) in enumerate(rows):
         if index >= count:
             break
-        work = prompt + output - 1
-        if work > num_blocks * block_size or (not chunked and work > token_budget):
+        if prompt + output - 1 > peak_limit(token_budget, block_size, num_blocks, chunked):
             return False
     return True
 
 
-def untraced(function: Callable, *args):
-    """``function(*args)`` with CrossHair's tracing paused while it is on: the arguments are plain values, so the run
-    is the same, at plain Python speed (a symbolic value reaching it would raise inside CrossHair, never pass)."""
-    from crosshair.tracers import NoTracing, is_tracing
-
-    if not is_tracing():
-        return function(*args)
-    with NoTracing():
-        return function(*args)
-
-
-def settle(value: int, low: int, high: int) -> int:
-    """The plain int equal to ``value``, which lies in ``low..high``, found by one equality test per candidate."""
-    for candidate in range(low, high):
-        if value == candidate:
-            return candidate
-    return high
+def peak_limit(token_budget: int, block_size: int, num_blocks: int, chunked: bool) -> int:
+    """The most ``prompt + output - 1`` a valid request may have under this config (``spec.serving.domain``'s
+    feasibility rule): the pool's tokens and, unchunked, the budget."""
+    pool = num_blocks * block_size
+    return pool if chunked else min(pool, token_budget)
 
 
 # CrossHair turns a symbolic int into a plain one (a ``range``, an index, a slice, a hash) by taking one model value
 # of the solver, and every later path through the same point takes that same value: a request count, say, stays at its
-# lower bound on nearly every path.  A branch (``value == candidate``) is explored both ways, so deciding every field
-# by branches first spreads CrossHair's paths over the whole domain, and the solver keeps each decision inside the
-# preconditions.  The set of scenarios is unchanged.
+# lower bound on nearly every path.  A branch (``value == candidate``) is explored both ways, so deciding every field by
+# branches spreads CrossHair's paths over the whole domain.  The config is decided first, so each request's ranges are
+# plain numbers that keep it valid: every path is a valid scenario (no precondition to miss), and each scenario is
+# reached by exactly one sequence of decisions, so no two paths run the same one.
 def settle_scenario(max_seqs: int, token_budget: int, block_size: int, num_blocks: int, chunked: bool,
                     rows) -> tuple:
-    """The scenario (inside ``scenario_in_bounds`` with all ``MAX_REQUESTS`` rows) as plain values decided by branches,
-    an abort below arrival (none) as -1."""
+    """The scenario of the contract's domain (``scenario_in_bounds`` with all ``MAX_REQUESTS`` rows, every request
+    valid) that these values decide, as plain values, an abort below arrival (none) as -1.  Plain values inside the
+    domain are kept as they are; any other int is taken to the top of its range."""
+    config = (settle(max_seqs, 1, 3), settle(token_budget, 1, 4), settle(block_size, 1, 2), settle(num_blocks, 1, 4),
+              True if chunked else False)
+    limit = peak_limit(*config[1:])
     settled, previous = [], 0
     for arrival, prompt, output, abort in rows:
         arrival = settle(arrival, previous, 2)
+        prompt = settle(prompt, 1, min(4, limit))
+        output = settle(output, 1, min(3, limit - prompt + 1))
         abort = -1 if abort < arrival else settle(abort, arrival, arrival + 3)
-        settled.append((arrival, settle(prompt, 1, 4), settle(output, 1, 3), abort))
+        settled.append((arrival, prompt, output, abort))
         previous = arrival
-    return (settle(max_seqs, 1, 3), settle(token_budget, 1, 4), settle(block_size, 1, 2), settle(num_blocks, 1, 4),
-            True if chunked else False, tuple(settled))
+    return (*config, tuple(settled))
 
 
 def all_invariants_hold(state: serving.State) -> bool:
@@ -294,12 +288,12 @@ def step_contract(invariant: str, subject: str, make: Callable | None = None) ->
     def serving_step_keeps(max_seqs: int, token_budget: int, block_size: int, num_blocks: int, chunked: bool,
                            r0: Row, r1: Row, r2: Row) -> Optional[tuple]:
         """
-        pre: scenario_in_bounds(max_seqs, token_budget, block_size, num_blocks, (r0, r1, r2), MAX_REQUESTS, 0)
-        pre: requests_fit(token_budget, block_size, num_blocks, chunked, (r0, r1, r2), MAX_REQUESTS)
         post: __return__ is None
         """
         settled = settle_scenario(max_seqs, token_budget, block_size, num_blocks, chunked, (r0, r1, r2))
-        return untraced(first_break, invariant, ticks_of, settled)
+        found = untraced(first_break, invariant, ticks_of, settled)
+        note_scenario(settled)  # one distinct scenario explored, however many paths reach it
+        return found
 
     tag = "impl" if subject.startswith("impl") else "spec"
     serving_step_keeps.__name__ = serving_step_keeps.__qualname__ = f"serving_{tag}_step_keeps_{invariant}"
@@ -307,8 +301,9 @@ def step_contract(invariant: str, subject: str, make: Callable | None = None) ->
 
 
 def _settled_of(args: dict) -> tuple:
-    return (args["max_seqs"], args["token_budget"], args["block_size"], args["num_blocks"], args["chunked"],
-            tuple(tuple(args[k]) for k in ("r0", "r1", "r2")))
+    """The scenario a contract's (plain) arguments decide, as its body decided it."""
+    return settle_scenario(args["max_seqs"], args["token_budget"], args["block_size"], args["num_blocks"],
+                           args["chunked"], tuple(tuple(args[k]) for k in ("r0", "r1", "r2")))
 
 
 def _plain_of(subject: str, make: Callable | None, invariant: str) -> Callable[[dict], dict]:
