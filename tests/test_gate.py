@@ -25,8 +25,9 @@ def gate(argv, extra=None):
 
 @pytest.fixture
 def quick(tmp_path):
-    """Small, repeatable runs with their databases in tmp_path; CrossHair and Z3 left to their own tests."""
-    return ["--seed", "0", "--examples", "40", "--budget", "30", "--db", str(tmp_path / "db"),
+    """Small, repeatable runs with their databases in tmp_path; CrossHair and Z3 left to their own tests.  The 40
+    planned examples decide each run; the budget is a safety net for a loaded machine (a run ends when it is done)."""
+    return ["--seed", "0", "--examples", "40", "--budget", "300", "--db", str(tmp_path / "db"),
             "--out", str(tmp_path / "reports"), "--skip", "verify-crosshair", "--skip", "prove", "--no-seconds"]
 
 
@@ -247,7 +248,7 @@ def test_a_gate_on_our_impl_shows_no_pass_resting_on_contracts_that_did_not_run(
 
 def test_gate_checks_the_serving_model_and_says_what_it_left_out(tmp_path, capsys):
     out_dir = tmp_path / "reports"
-    code = gate(["--model", "serving", "--seed", "0", "--examples", "40", "--budget", "30", "--db", "none",
+    code = gate(["--model", "serving", "--seed", "0", "--examples", "40", "--budget", "300", "--db", "none",
                  "--out", str(out_dir), "--no-seconds", "--skip", "prove", "--skip", "verify-crosshair"])
     out = capsys.readouterr().out
     assert code == 0, out
