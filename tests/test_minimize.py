@@ -103,3 +103,15 @@ def test_chapter_numbers_shrink_to_the_smallest_values_that_fail():
     assert spec.is_valid(*big) and fails(big)
     small = minimize_chapter(big, fails, seconds=120)
     assert small == ([{"id": 0, "arrival": 0, "tokens": 2}], 1, False), small
+
+
+def test_a_block_size_shrinks_with_the_pool_kept_when_the_smaller_pool_still_valid_no_longer_fails():
+    # verify's counterexample for this bug kept block_size 2: block_size 1 with 2 blocks is valid but too small a pool
+    # for both requests to run (no overshoot); with the pool's 4 tokens kept it fails, and then 3 blocks are enough
+    fails = serving_fails("budget_overshoot_by_one_chunk")
+    found = ([{"id": 0, "arrival": 0, "prompt": 1, "output": 1}, {"id": 1, "arrival": 0, "prompt": 2, "output": 1}],
+             {"max_seqs": 2, "token_budget": 2, "block_size": 2, "num_blocks": 2, "chunked_prefill": True})
+    assert fails(found) and not fails((found[0], dict(found[1], block_size=1)))
+    small = minimize_serving(found, fails, serving.is_valid, seconds=120)
+    assert small[1] == {"max_seqs": 2, "token_budget": 2, "block_size": 1, "num_blocks": 3, "chunked_prefill": True}
+    assert [c for c in one_smaller(small) if fails(c)] == []

@@ -5,7 +5,7 @@ same bug gives the same counterexample on every run.  ``minimize_valid_call`` gr
 tries smaller valid calls in the order of what "smaller" means to a reader
 (``size_key``): fewer requests, then no aborts and the canonical form (arrivals from 0,
 ids 0..n-1 in FCFS order), then a smaller config (chunked prefill first; a smaller block
-size with the pool's tokens kept when the pool alone would be too small), then smaller
+size with the pool's block count kept, else with its tokens kept), then smaller
 requests; each number goes to the smallest value that still fails, without assuming
 failure is monotone in it (``proofs.search.minimize.smallest_failing_scan``).  It keeps a
 candidate only when it is valid and still fails, repeats until nothing changes or its
@@ -76,14 +76,13 @@ def minimize_valid_call(
     def with_config(key: str, value) -> Call:
         return ([dict(r) for r in best[0]], dict(best[1], **{key: value}))
 
-    def with_block_size(value: int) -> Call:
-        """Smaller blocks, with as many more of them as keep the pool's tokens when the pool alone would be too
-        small for the call to stay valid (a block size shrinks only with a pool that still holds every request)."""
-        candidate = with_config("block_size", value)
-        if is_valid(*candidate):
-            return candidate
+    def smaller_blocks(value: int) -> bool:
+        """Smaller blocks, the pool's block count kept; else with as many more blocks as keep the pool's tokens
+        (a smaller pool may no longer hold a request, or no longer fail: a budget overshoot needs room to run)."""
+        if attempt(with_config("block_size", value)):
+            return True
         pool = best[1]["num_blocks"] * best[1]["block_size"]
-        return ([dict(r) for r in best[0]], dict(best[1], block_size=value, num_blocks=-(-pool // value)))
+        return attempt(([dict(r) for r in best[0]], dict(best[1], block_size=value, num_blocks=-(-pool // value))))
 
     changed = True
     while changed and time.monotonic() < deadline:
@@ -117,7 +116,7 @@ def minimize_valid_call(
             attempt(with_config("chunked_prefill", True))
         for key, low in (("max_seqs", 1), ("num_blocks", 1), ("token_budget", 1)):
             smallest(best[1][key], low, lambda v, k=key: attempt(with_config(k, v)))
-        smallest(best[1]["block_size"], 1, lambda v: attempt(with_block_size(v)))
+        smallest(best[1]["block_size"], 1, smaller_blocks)
         for field, low in (("prompt", 1), ("output", 1), ("arrival", 0)):
             for index in range(len(best[0])):
                 smallest(best[0][index][field], low, lambda v, i=index, f=field: attempt(with_field(i, f, v)))
