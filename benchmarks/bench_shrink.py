@@ -190,11 +190,11 @@ def main(argv=None) -> int:
         if minimum is None:
             print(f"{name:38} {invariant:24} no failing call within the brute-force bounds")
             continue
-        rows += 1
         big = next((c for c in inflations(minimum) if serving.is_valid(*c) and fails(c)), None)
         if big is None:
             print(f"{name:38} {invariant:24} minimum {shown(minimum)}; no inflation of it fails")
             continue
+        rows += 1
         small = minimize_valid_call(big, fails, serving.is_valid, seconds=args.seconds)
         found, found_invariant = (None, None) if args.no_verify else verify_counterexample(name)
         other = found is not None and found_invariant != invariant  # verify's first finding is another invariant
