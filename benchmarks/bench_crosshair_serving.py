@@ -21,6 +21,11 @@ replaced for the run: a benchmark-only patch), and reports how many of them foun
 bug, and the median and worst number of distinct scenarios the contract explored until
 it (the engine's own count, which every CrossHair line reports) and CPU seconds until the
 counterexample and its replay.
+
+    PYTHONPATH=. python benchmarks/bench_crosshair_serving.py --caching --seeds 10 [--limit 30]
+
+does either for the caching mutants (``CACHE_MUTANTS``) on the subject
+``impl.ServingScheduler.step with prefix caching`` instead.
 """
 
 from __future__ import annotations
@@ -42,27 +47,37 @@ def cpu_of_children() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def one_run(name: str, limit: float) -> tuple[str, float, float]:
-    """The outcome, wall seconds and CPU seconds of one search for the mutant ``name``."""
+def subject_and_make(name: str, caching: bool):
+    """The subject a mutant's contract is about and its engine factory."""
     import crosshair_serving_mutants as mutants
+    from proofs.symbolic.serving import CACHING
+
+    if caching:
+        return "impl.ServingScheduler.step" + CACHING, mutants.make_cached(name)
+    return "impl.ServingScheduler.step", mutants.make(name)
+
+
+def one_run(name: str, limit: float, caching: bool = False) -> tuple[str, float, float]:
+    """The outcome, wall seconds and CPU seconds of one search for the mutant ``name``."""
     from proofs.symbolic.engine import run_serving_crosshair
 
+    subject, make = subject_and_make(name, caching)
     before = cpu_of_children()
-    (result,) = run_serving_crosshair(mutants.make(name), budget_seconds=limit + 30, per_condition_seconds=limit,
-                                      names=(name,), subjects=("impl.ServingScheduler.step",), workers=1)
+    (result,) = run_serving_crosshair(make, budget_seconds=limit + 30, per_condition_seconds=limit,
+                                      names=(name,), subjects=(subject,), workers=1)
     return result.outcome, result.seconds, cpu_of_children() - before
 
 
-def seeded_search(name: str, limit: float, seed: int) -> tuple[str, int, float]:
+def seeded_search(name: str, limit: float, seed: int, caching: bool = False) -> tuple[str, int, float]:
     """The outcome, distinct scenarios explored and CPU seconds of one in-process search with CrossHair's generator
     seeded ``seed`` (the scenarios as the engine counts them: proofs.symbolic.contracts.note_scenario)."""
     import random
 
     import crosshair.statespace as statespace
-    import crosshair_serving_mutants as mutants
     from proofs.symbolic import engine, serving
 
-    (contract,) = serving.serving_contracts(mutants.make(name), names=(name,), subjects=("impl.ServingScheduler.step",))
+    subject, make = subject_and_make(name, caching)
+    (contract,) = serving.serving_contracts(make, names=(name,), subjects=(subject,))
     newrandom = statespace.newrandom
     statespace.newrandom = lambda: random.Random(seed)
     try:
@@ -91,6 +106,7 @@ def main(argv=None) -> int:
     parser.add_argument("--limit", type=float, default=30.0, help="CrossHair's per-condition limit, CPU seconds")
     parser.add_argument("--names", default="", help="comma-separated mutant names (default: all)")
     parser.add_argument("--seeds", type=int, default=0, help="measure the search over this many CrossHair seeds instead")
+    parser.add_argument("--caching", action="store_true", help="the caching mutants, on the prefix-caching subject")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error(f"--runs={args.runs}: expected an int >= 1")
@@ -99,8 +115,9 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(ROOT / "tests"))
     import crosshair_serving_mutants as mutants
 
-    names = [n for n in args.names.split(",") if n] or list(mutants.MUTANTS)
-    unknown = [n for n in names if n not in mutants.MUTANTS]
+    table = mutants.CACHE_MUTANTS if args.caching else mutants.MUTANTS
+    names = [n for n in args.names.split(",") if n] or list(table)
+    unknown = [n for n in names if n not in table]
     if unknown:
         parser.error(f"--names={','.join(unknown)}: expected mutant names of tests/crosshair_serving_mutants.py")
     if args.seeds < 0:
@@ -112,7 +129,7 @@ def main(argv=None) -> int:
               f"(limit {args.limit:g} s CPU, seeds 0..{args.seeds - 1})")
         every = []
         for name in names:
-            searches = [seeded_search(name, args.limit, seed) for seed in range(args.seeds)]
+            searches = [seeded_search(name, args.limit, seed, args.caching) for seed in range(args.seeds)]
             found = [s for s in searches if s[0] == "counterexample"]
             scenarios, cpus = [s[1] for s in searches], [s[2] for s in searches]
             every += searches
@@ -124,7 +141,7 @@ def main(argv=None) -> int:
     runs: dict[str, list[tuple[str, float, float]]] = {name: [] for name in names}
     for run in range(args.runs):
         for name in names:
-            outcome, wall, cpu = one_run(name, args.limit)
+            outcome, wall, cpu = one_run(name, args.limit, args.caching)
             runs[name].append((outcome, wall, cpu))
             print(f"run {run + 1}  {name:26} {outcome:30} wall {wall:6.1f} s  cpu {cpu:6.1f} s", flush=True)
     print(f"\n{'invariant':26} found  wall median/max  cpu median/max   (limit {args.limit:g} s CPU, {args.runs} runs)")

@@ -71,8 +71,10 @@ def per_condition_seconds(seconds: float, ours: bool, names=None, model: str = "
 def bounds_of(name: str, subject: str) -> str:
     """The bounded domain a contract about ``subject`` covers, in one line."""
     from proofs.symbolic.contracts import MAX_JOBS
-    from proofs.symbolic.serving import BOUNDS, SUBJECTS
+    from proofs.symbolic.serving import BOUNDS, CACHING_BOUNDS, CACHING_SUBJECTS, SUBJECTS
 
+    if subject in CACHING_SUBJECTS:
+        return CACHING_BOUNDS
     if subject in SUBJECTS:
         return BOUNDS
     if subject != "schedule":
@@ -152,11 +154,14 @@ def _contract_count(ours: bool, names, model: str = "chapter") -> int:
     """How many contracts run_crosshair checks: for our impl, one per state invariant
     and the shape (or per name asked for), on each of the two step subjects, plus three
     on validation; for an external target, three on validation and one against spec.check.
-    For the serving model: one per serving state invariant (or name) on each of two subjects."""
+    For the serving model: one per serving state invariant (or name) on each of two subjects, and one per caching
+    claim (or name among them) on each of the two caching subjects."""
     if model == "serving":
         import spec.serving as serving
+        from proofs.symbolic.serving import CACHING_CLAIMS
 
-        return 2 * (len(names) if names else len(serving.STATE_INVARIANTS))
+        wanted = [i.name for i in serving.STATE_INVARIANTS if not names or i.name in names]
+        return 2 * len(wanted) + 2 * sum(1 for name in wanted if name in CACHING_CLAIMS)
     if not ours:
         return 4
     if names:
