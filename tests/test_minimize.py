@@ -115,3 +115,32 @@ def test_a_block_size_shrinks_with_the_pool_kept_when_the_smaller_pool_still_val
     small = minimize_serving(found, fails, serving.is_valid, seconds=120)
     assert small[1] == {"max_seqs": 2, "token_budget": 2, "block_size": 1, "num_blocks": 3, "chunked_prefill": True}
     assert [c for c in one_smaller(small) if fails(c)] == []
+
+
+def test_a_caching_counterexample_shrinks_its_prompts_with_their_tokens_and_its_token_values():
+    # blocks keyed by their own tokens only: the inflated call's equal blocks [17, 18] at different positions share
+    fails = serving_fails("cache_chain_without_prefix")
+    big = ([{"id": 3, "arrival": 4, "prompt": 6, "output": 3, "tokens": [17, 18, 17, 18, 50, 60]},
+            {"id": 7, "arrival": 9, "prompt": 7, "output": 2, "tokens": [17, 18, 17, 18, 17, 18, 70]}],
+           {"max_seqs": 3, "token_budget": 20, "block_size": 2, "num_blocks": 12, "chunked_prefill": True,
+            "prefix_caching": True})
+    assert serving.is_valid(*big) and fails(big)
+    small = minimize_serving(big, fails, serving.is_valid, seconds=120)
+    assert fails(small) and size_key(small) < size_key(big)
+    assert small[1]["prefix_caching"] is True  # the bug needs it: kept
+    assert all(len(r["tokens"]) == r["prompt"] for r in small[0])
+    assert small == ([{"id": 0, "arrival": 0, "prompt": 1, "output": 1, "tokens": [0]},
+                      {"id": 1, "arrival": 0, "prompt": 3, "output": 1, "tokens": [0, 0, 0]}],
+                     {"max_seqs": 1, "token_budget": 1, "block_size": 1, "num_blocks": 3, "chunked_prefill": True,
+                      "prefix_caching": True}), small
+    assert [c for c in one_smaller(small) if fails(c)] == []
+
+
+def test_one_step_larger_keeps_a_caching_call_valid():
+    from proofs.search.minimize_serving import one_step_larger
+
+    call = ([{"id": 0, "arrival": 1, "prompt": 2, "output": 1, "tokens": [4, 5]}],
+            {"max_seqs": 1, "token_budget": 2, "block_size": 1, "num_blocks": 3, "chunked_prefill": True,
+             "prefix_caching": True})
+    larger = one_step_larger(call)
+    assert serving.is_valid(*larger) and larger[0][0]["tokens"] == [4] * 16 + [5] * 16

@@ -7,7 +7,11 @@ tries smaller valid calls in the order of what "smaller" means to a reader
 ids 0..n-1 in FCFS order), then a smaller config (chunked prefill first; a smaller block
 size with the pool's block count kept, else with its tokens kept), then smaller
 requests; each number goes to the smallest value that still fails, without assuming
-failure is monotone in it (``proofs.search.minimize.smallest_failing_scan``).  It keeps a
+failure is monotone in it (``proofs.search.minimize.smallest_failing_scan``).  With
+prefix caching, a shorter prompt keeps the head of its ``tokens``; then caching is
+turned off if the failure does not need it, else each request's ``tokens`` dropped
+where it can be and every token value made as small as still fails (renamed
+wherever it occurs, then each occurrence alone).  It keeps a
 candidate only when it is valid and still fails, repeats until nothing changes or its
 deadline passes, and never returns a call that was not seen to fail.
 ``minimize_invalid_call`` drops the requests an invalid call does not need, keeping it
@@ -38,6 +42,9 @@ def size_key(call: Call) -> tuple:
         sum(abs(r["id"]) for r in requests),
         [r["id"] for r in requests],
         (not config["chunked_prefill"],),
+        # prefix caching last: a call that fails without it (or with fewer named tokens) says less to read
+        (config.get("prefix_caching") is True, sum(1 for r in requests if "tokens" in r),
+         sum(t for r in requests for t in r.get("tokens", ()) if type(t) is int)),
     )
 
 
@@ -70,6 +77,8 @@ def minimize_valid_call(
         requests = [dict(r) for r in best[0]]
         if field == "arrival" and "abort" in requests[index]:  # keep the abort where it was relative to arrival
             requests[index]["abort"] += value - requests[index]["arrival"]
+        if field == "prompt" and "tokens" in requests[index]:  # a shorter prompt keeps the head of its tokens
+            requests[index]["tokens"] = list(requests[index]["tokens"])[:value]
         requests[index][field] = value
         return with_requests(requests)
 
@@ -126,6 +135,26 @@ def minimize_valid_call(
                 smallest(best[0][index]["abort"], arrival,
                          lambda v, i=index: attempt(with_requests(
                              [dict(r, abort=v) if j == i else dict(r) for j, r in enumerate(best[0])])))
+        # prefix caching: off if the failure does not need it, else fewer named tokens, each as small as it can be
+        if best[1].get("prefix_caching") is True:
+            attempt(([{k: v for k, v in r.items() if k != "tokens"} for r in best[0]],
+                     {k: v for k, v in best[1].items() if k != "prefix_caching"}))
+        for index in range(len(best[0])):
+            if "tokens" in best[0][index]:
+                attempt(with_requests([{k: v for k, v in r.items() if not (i == index and k == "tokens")}
+                                       for i, r in enumerate(best[0])]))
+        for value in sorted({t for r in best[0] for t in r.get("tokens", ()) if type(t) is int and t > 0}):
+            # one token value renamed wherever it occurs (shared prefixes stay shared), then each occurrence alone
+            smallest(value, 0, lambda v, old=value: attempt(with_requests(
+                [dict(r, tokens=[v if t == old else t for t in r["tokens"]]) if "tokens" in r else dict(r)
+                 for r in best[0]])))
+        for index in range(len(best[0])):
+            for position in range(len(best[0][index].get("tokens", ()))):
+                if best[0][index]["tokens"][position] > 0:
+                    smallest(best[0][index]["tokens"][position], 0,
+                             lambda v, i=index, k=position: attempt(with_requests(
+                                 [dict(r, tokens=[v if j == k else t for j, t in enumerate(r["tokens"])]) if n == i
+                                  else dict(r) for n, r in enumerate(best[0])])))
         changed = best != before
     return best
 
@@ -147,12 +176,15 @@ def minimize_invalid_call(call: Call, fails: Callable[[Call], bool], is_valid: C
 
 
 def one_step_larger(call: Call) -> Call:
-    """The call with every arrival, abort, prompt and output 16 times larger and the pool and budget to match."""
+    """The call with every arrival, abort, prompt and output 16 times larger (each named token 16 times) and the pool
+    and budget to match."""
     requests, config = call
     config = dict(config, num_blocks=16 * config["num_blocks"], token_budget=16 * config["token_budget"])
     larger = []
     for r in requests:
         grown = dict(r, arrival=16 * r["arrival"], prompt=16 * r["prompt"], output=16 * r["output"])
+        if "tokens" in r:  # each token 16 times: prompts that shared a prefix still do
+            grown["tokens"] = [token for token in r["tokens"] for _ in range(16)]
         if "abort" in r:
             grown["abort"] = 16 * r["abort"]
         larger.append(grown)
