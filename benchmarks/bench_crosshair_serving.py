@@ -18,8 +18,14 @@ and differ only by the machine's load.
 measures the search itself instead: per mutant, ``--seeds`` searches in this process,
 each with CrossHair's random generator seeded 0, 1, ... (``crosshair.statespace.newrandom``
 replaced for the run: a benchmark-only patch), and reports how many of them found the
-bug, and the median and worst number of scenarios the contract ran (calls of its body,
-so paths that reached it) and CPU seconds until the counterexample and its replay.
+bug, and the median and worst number of distinct scenarios the contract explored until
+it (the engine's own count, which every CrossHair line reports) and CPU seconds until the
+counterexample and its replay.
+
+    PYTHONPATH=. python benchmarks/bench_crosshair_serving.py --caching --seeds 10 [--limit 30]
+
+does either for the caching mutants (``CACHE_MUTANTS``) on the subject
+``impl.ServingScheduler.step with prefix caching`` instead.
 """
 
 from __future__ import annotations
@@ -41,41 +47,57 @@ def cpu_of_children() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def one_run(name: str, limit: float) -> tuple[str, float, float]:
-    """The outcome, wall seconds and CPU seconds of one search for the mutant ``name``."""
+def subject_and_make(name: str, caching: bool):
+    """The subject a mutant's contract is about and its engine factory."""
     import crosshair_serving_mutants as mutants
+    from proofs.symbolic.serving import CACHING
+
+    if caching:
+        return "impl.ServingScheduler.step" + CACHING, mutants.make_cached(name)
+    return "impl.ServingScheduler.step", mutants.make(name)
+
+
+def one_run(name: str, limit: float, caching: bool = False) -> tuple[str, float, float]:
+    """The outcome, wall seconds and CPU seconds of one search for the mutant ``name``."""
     from proofs.symbolic.engine import run_serving_crosshair
 
+    subject, make = subject_and_make(name, caching)
     before = cpu_of_children()
-    (result,) = run_serving_crosshair(mutants.make(name), budget_seconds=limit + 30, per_condition_seconds=limit,
-                                      names=(name,), subjects=("impl.ServingScheduler.step",), workers=1)
+    (result,) = run_serving_crosshair(make, budget_seconds=limit + 30, per_condition_seconds=limit,
+                                      names=(name,), subjects=(subject,), workers=1)
     return result.outcome, result.seconds, cpu_of_children() - before
 
 
-def seeded_search(name: str, limit: float, seed: int) -> tuple[str, int, float]:
-    """The outcome, scenarios run and CPU seconds of one in-process search with CrossHair's generator seeded ``seed``."""
+def seeded_search(name: str, limit: float, seed: int, caching: bool = False) -> tuple[str, int, float]:
+    """The outcome, distinct scenarios explored and CPU seconds of one in-process search with CrossHair's generator
+    seeded ``seed`` (the scenarios as the engine counts them: proofs.symbolic.contracts.note_scenario)."""
     import random
 
     import crosshair.statespace as statespace
-    import crosshair_serving_mutants as mutants
     from proofs.symbolic import engine, serving
 
-    (contract,) = serving.serving_contracts(mutants.make(name), names=(name,), subjects=("impl.ServingScheduler.step",))
-    calls = [0]
-    first_break = serving.first_break
-
-    def counted(*args, catch=False):
-        calls[0] += not catch  # the contract's body; the replay and to_plain (after the search) pass catch=True
-        return first_break(*args, catch=catch)
-
+    subject, make = subject_and_make(name, caching)
+    (contract,) = serving.serving_contracts(make, names=(name,), subjects=(subject,))
     newrandom = statespace.newrandom
-    serving.first_break, statespace.newrandom = counted, lambda: random.Random(seed)
+    statespace.newrandom = lambda: random.Random(seed)
     try:
         started = time.process_time()
-        outcome = engine._analyse(contract, limit)["outcome"]
-        return outcome, calls[0], time.process_time() - started
+        payload = engine._analyse(contract, limit)
+        return payload["outcome"], payload["scenarios"], time.process_time() - started
     finally:
-        serving.first_break, statespace.newrandom = first_break, newrandom
+        statespace.newrandom = newrandom
+
+
+def pooled(found: list[int], searches: int) -> str:
+    """The distribution of scenarios-to-counterexample over every search that found its bug: the count each percentile
+    needed, and how many searches a minimum of N scenarios would have let find their bug."""
+    found = sorted(found)
+    if not found:
+        return "no search found its bug"
+    at = lambda q: found[min(len(found) - 1, max(0, -(-q * len(found) // 100) - 1))]  # noqa: E731  nearest rank
+    parts = [f"p{q} {at(q)}" for q in (50, 90, 95, 99)] + [f"max {found[-1]}"]
+    within = ", ".join(f"{sum(n <= k for n in found)}/{searches} within {k}" for k in (10, 20, 30, 50, 100))
+    return f"{len(found)}/{searches} found; scenarios to the counterexample: {', '.join(parts)}; {within}"
 
 
 def main(argv=None) -> int:
@@ -84,6 +106,7 @@ def main(argv=None) -> int:
     parser.add_argument("--limit", type=float, default=30.0, help="CrossHair's per-condition limit, CPU seconds")
     parser.add_argument("--names", default="", help="comma-separated mutant names (default: all)")
     parser.add_argument("--seeds", type=int, default=0, help="measure the search over this many CrossHair seeds instead")
+    parser.add_argument("--caching", action="store_true", help="the caching mutants, on the prefix-caching subject")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error(f"--runs={args.runs}: expected an int >= 1")
@@ -92,8 +115,9 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(ROOT / "tests"))
     import crosshair_serving_mutants as mutants
 
-    names = [n for n in args.names.split(",") if n] or list(mutants.MUTANTS)
-    unknown = [n for n in names if n not in mutants.MUTANTS]
+    table = mutants.CACHE_MUTANTS if args.caching else mutants.MUTANTS
+    names = [n for n in args.names.split(",") if n] or list(table)
+    unknown = [n for n in names if n not in table]
     if unknown:
         parser.error(f"--names={','.join(unknown)}: expected mutant names of tests/crosshair_serving_mutants.py")
     if args.seeds < 0:
@@ -103,18 +127,21 @@ def main(argv=None) -> int:
 
         print(f"{'invariant':26} found  scenarios median/max  cpu median/max   "
               f"(limit {args.limit:g} s CPU, seeds 0..{args.seeds - 1})")
+        every = []
         for name in names:
-            searches = [seeded_search(name, args.limit, seed) for seed in range(args.seeds)]
+            searches = [seeded_search(name, args.limit, seed, args.caching) for seed in range(args.seeds)]
             found = [s for s in searches if s[0] == "counterexample"]
             scenarios, cpus = [s[1] for s in searches], [s[2] for s in searches]
+            every += searches
             print(f"{name:26} {len(found)}/{len(searches)}  {statistics.median(scenarios):7.1f} / {max(scenarios):4d}"
-                  f"        {statistics.median(cpus):5.2f} / {max(cpus):5.2f}", flush=True)
+                  f"        {statistics.median(cpus):5.2f} / {max(cpus):5.2f}   {[s[1] for s in searches]}", flush=True)
+        print("pooled: " + pooled([s[1] for s in every if s[0] == "counterexample"], len(every)))
         print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
         return 0
     runs: dict[str, list[tuple[str, float, float]]] = {name: [] for name in names}
     for run in range(args.runs):
         for name in names:
-            outcome, wall, cpu = one_run(name, args.limit)
+            outcome, wall, cpu = one_run(name, args.limit, args.caching)
             runs[name].append((outcome, wall, cpu))
             print(f"run {run + 1}  {name:26} {outcome:30} wall {wall:6.1f} s  cpu {cpu:6.1f} s", flush=True)
     print(f"\n{'invariant':26} found  wall median/max  cpu median/max   (limit {args.limit:g} s CPU, {args.runs} runs)")

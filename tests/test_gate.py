@@ -25,8 +25,9 @@ def gate(argv, extra=None):
 
 @pytest.fixture
 def quick(tmp_path):
-    """Small, repeatable runs with their databases in tmp_path; CrossHair and Z3 left to their own tests."""
-    return ["--seed", "0", "--examples", "40", "--budget", "30", "--db", str(tmp_path / "db"),
+    """Small, repeatable runs with their databases in tmp_path; CrossHair and Z3 left to their own tests.  The 40
+    planned examples decide each run; the budget is a safety net for a loaded machine (a run ends when it is done)."""
+    return ["--seed", "0", "--examples", "40", "--budget", "300", "--db", str(tmp_path / "db"),
             "--out", str(tmp_path / "reports"), "--skip", "verify-crosshair", "--skip", "prove", "--no-seconds"]
 
 
@@ -160,7 +161,7 @@ def row(claim, status, counterexample=None):
 
 
 @pytest.mark.parametrize("rows, code, verdict", [
-    ([row("well_typed", "proved")], 0, "proved"),
+    ([row("well_typed", "proved")], 2, "proved"),  # the row is proved; the gate checked no target: incomplete
     ([row("well_typed", "proved"), row("slot_bound", "refuted", {"breaks": "slot_bound", "call": "schedule([], slots=1, continuous=True)"})], 1, "refuted"),
     ([row("termination", "unknown")], 2, "unknown"),
 ])
@@ -179,15 +180,38 @@ def test_prove_runs_as_soon_as_it_is_registered(monkeypatch, tmp_path, capsys, s
 def test_prove_missing_from_the_build_is_skipped_with_a_line(monkeypatch, tmp_path, capsys):
     args = cli.build_parser().parse_args(["gate", "--skip", "verify", "--out", str(tmp_path / "reports"), "--no-seconds"])
     args.command_names = tuple(name for name in args.command_names if name != "prove")
-    assert args.handler(args) == 0
+    assert args.handler(args) == 2  # and with verify skipped too, nothing was checked: not a pass
     assert "prove              spec    skipped  -     `schedcheck prove` is not in this build" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("skips", [["--skip", "verify", "--skip", "prove"],
+                                   ["--skip", "verify-hypothesis", "--skip", "verify-crosshair", "--skip", "prove"]])
+def test_a_gate_that_checked_nothing_is_not_a_pass(tmp_path, capsys, skips):
+    out_dir = tmp_path / "reports"
+    code = gate([SLOT_BUG, "--out", str(out_dir), "--no-seconds", *skips])
+    out = capsys.readouterr().out
+    assert code == 2, out
+    rows = [line for line in table(out) if line.startswith(("verify", "diff", "prove"))]
+    assert rows and all(line.split()[2] == "skipped" for line in rows), out
+    assert out.splitlines()[-1] == f"gate: incomplete (exit 2): no step checked the target; reports in {out_dir}"
+    summary = json.loads((out_dir / "gate.json").read_text())
+    assert (summary["verdict"], summary["exit_code"]) == ("incomplete", 2)
+
+
+def test_a_proved_spec_alone_is_no_pass_for_the_target(monkeypatch, tmp_path, capsys):
+    # prove is about the spec, whatever the target: with every target step skipped the target was not checked
+    monkeypatch.setattr(cli, "build_parser", fake_prove([row("well_typed", "proved")]))
+    assert gate(["--skip", "verify", "--out", str(tmp_path / "reports"), "--no-seconds"]) == 2
+    out = capsys.readouterr().out
+    assert "prove              spec    proved   0" in out
+    assert "gate: incomplete (exit 2): no step checked the target" in out
 
 
 def test_one_exit_code():
     assert gate_command.combined_exit_code([0, None, 0]) == 0
     assert gate_command.combined_exit_code([0, 1, 2]) == 1  # a finding outranks an unknown, as in prove
     assert gate_command.combined_exit_code([0, 2, None]) == 2
-    assert gate_command.combined_exit_code([None, None]) == 0
+    assert gate_command.combined_exit_code([None, None]) == 2  # nothing ran: not a pass
 
 
 def test_a_missing_engine_is_skipped_and_not_run(monkeypatch, tmp_path, capsys):
@@ -224,7 +248,7 @@ def test_a_gate_on_our_impl_shows_no_pass_resting_on_contracts_that_did_not_run(
 
 def test_gate_checks_the_serving_model_and_says_what_it_left_out(tmp_path, capsys):
     out_dir = tmp_path / "reports"
-    code = gate(["--model", "serving", "--seed", "0", "--examples", "40", "--budget", "30", "--db", "none",
+    code = gate(["--model", "serving", "--seed", "0", "--examples", "40", "--budget", "300", "--db", "none",
                  "--out", str(out_dir), "--no-seconds", "--skip", "prove", "--skip", "verify-crosshair"])
     out = capsys.readouterr().out
     assert code == 0, out

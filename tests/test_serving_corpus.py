@@ -37,11 +37,18 @@ def also_of(path: pathlib.Path) -> tuple:
     return tuple(re.findall(r'"(\w+)"', found.group(1))) if found else ()
 
 
-def verify(tmp_path, target, *extra):
+# As tests/test_corpus.py: fixed seed and examples, a budget far above the time the planned checks take (a safety
+# net), and 10 s per call before a call counts as a hang, except for the hang and death bugs themselves.
+SAFETY_BUDGET = "600"
+LOADED_CALL_SECONDS = "10"
+
+
+def verify(tmp_path, target, *extra, hang_bug=False):
     report = tmp_path / "report.json"
     code = main([
-        "verify", *([target] if target else []), "--model", "serving", "--seed", "0", "--budget", "60",
+        "verify", *([target] if target else []), "--model", "serving", "--seed", "0", "--budget", SAFETY_BUDGET,
         "--json", str(report), "--db", str(tmp_path / "db"), "--save-dir", str(tmp_path / "saved"), *extra,
+        *([] if hang_bug else ["--call-timeout", LOADED_CALL_SECONDS]),
     ])
     return code, json.loads(report.read_text())
 
@@ -80,7 +87,7 @@ def test_every_buggy_serving_scheduler_is_caught_with_the_right_invariant(tmp_pa
         pytest.skip("the spec has no prefix caching yet (issue 20)")
     if path.name.startswith("cache_"):
         draw_caching_too(monkeypatch)
-    code, report = verify(tmp_path, f"{path}:serve")
+    code, report = verify(tmp_path, f"{path}:serve", hang_bug=expected_of(path) == "termination")
     out = capsys.readouterr().out
     assert code == 1, out
     assert report["verdict"] == "fail"

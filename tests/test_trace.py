@@ -98,9 +98,12 @@ def test_recorded_traces_of_online_targets_pass(tmp_path):
             run = cli("--record", target, "--requests", str(requests), "--config", str(config), "-o", str(out))
             assert run.returncode == 0, run.stderr
             assert open(out, "rb").read(2) == b"\x1f\x8b"
-            expected = serving.run(reqs, conf)["trace"]
+            reference = serving.run(reqs, conf)
+            expected = reference["trace"]
             with gzip.open(out, "rt") as handle:
                 entries = [json.loads(line) for line in handle][1:]
+            assert entries[-1] == {"totals": {key: reference[key] for key in TOTALS}}  # the totals line, last
+            entries = entries[:-1]
             assert [e["scheduled"] for e in entries] == [e["scheduled"] for e in expected]
             assert [e["tick"] for e in entries] == [e["tick"] for e in expected]
             check = cli(str(out))
@@ -125,7 +128,9 @@ def test_the_chapter_s_traces_pass_and_a_recorded_one_too(tmp_path):
     run = cli("--model", "chapter", "--record", "impl:Scheduler",
               "--requests", str(tmp_path / "j.json"), "--config", str(tmp_path / "c.json"), "-o", str(out))
     assert run.returncode == 0, run.stderr
-    assert [json.loads(line)["tick"] for line in out.read_text().splitlines()[1:]] == [0, 1, 2, 7, 8]
+    recorded = [json.loads(line) for line in out.read_text().splitlines()[1:]]
+    assert [entry["tick"] for entry in recorded[:-1]] == [0, 1, 2, 7, 8]
+    assert recorded[-1] == {"totals": {"makespan_ticks": 9, "busy_slots": 5, "utilization": 5 / 9}}
     assert check_file(str(out)).verdict == "pass"
 
 
@@ -191,6 +196,26 @@ def test_a_long_trace_shows_a_window_around_the_violation(tmp_path):
     assert (report.violation.invariant, report.violation.tick) == ("no_duplicate_active", 150)
     header = report.timeline[0]
     assert "150" in header and " 130 " not in header and " 170 " not in header
+
+
+@pytest.mark.parametrize("policy", [None, "none"])
+def test_a_dropped_line_is_named_before_its_downstream_symptom(tmp_path, policy):
+    # six requests run together for many ticks; the log loses the line of tick 6 (two finish in it, so tick 7
+    # reuses their blocks: without the gap check the first finding was kv_exclusive at tick 7)
+    requests = [{"id": 120 + i, "arrival": 0, "prompt": 1, "output": 7 + 3 * (i % 2)} for i in range(6)]
+    config = {"max_seqs": 6, "token_budget": 6, "block_size": 1, "num_blocks": 64, "chunked_prefill": True}
+    trace = serving.run(requests, config)["trace"]
+    assert [e["tick"] for e in trace[:8]] == list(range(8)) and trace[6]["finished"]
+    dropped = trace[:6] + trace[7:]
+    report = check_file(serving_file(tmp_path, (requests, config), dropped), policy=policy)
+    assert (report.violation.invariant, report.violation.tick) == ("metrics_consistent", 6), report.violation
+    assert report.violation.message.startswith("tick 6 is missing: requests 120-125 were running"), report.violation
+    assert report.line == 8  # the entry after the gap: the header, ticks 0-5, then tick 7
+    run = cli(serving_file(tmp_path, (requests, config), dropped, name="d.jsonl"))
+    assert run.returncode == 1 and run.stdout.splitlines()[0] == "FAIL metrics_consistent  engine=trace  (tick 6, line 8)"
+    # several lines lost: the range is named; a gap while nothing runs is an idle stretch, not a loss
+    report = check_file(serving_file(tmp_path, (requests, config), trace[:3] + trace[6:], name="e.jsonl"))
+    assert report.violation.message.startswith("ticks 3-5 are missing: requests 120-125 were running")
 
 
 def test_policy_none_passes_an_engine_with_another_policy(tmp_path):

@@ -383,3 +383,14 @@ def test_the_invariant_names_come_from_the_registry():
     assert crosshair_focus(False) == ["validation"]
     help_text = run_cli("verify", "--help").stdout
     assert all(name in " ".join(help_text.split()) for name in crosshair_focus(True))
+
+
+@pytest.mark.parametrize("model", ["chapter", "serving"])
+def test_db_none_leaves_nothing_on_disk(tmp_path, model):
+    # Hypothesis also caches the constants of the modules it sees in .hypothesis/constants/: with --db none nothing
+    # of the run is kept, so its storage goes to a temporary folder that is removed when the run ends
+    run = subprocess.run([sys.executable, "-m", "proofs.cli", "verify", "--model", model, "--db", "none", "--seed", "0",
+                          "--examples", "20", "--budget", "60", "--save-dir", str(tmp_path / "saved")],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=240)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], sorted(p.name for p in tmp_path.iterdir())

@@ -17,7 +17,9 @@ not run.  Each row says what its verdict is about: ``target`` (verify, diff: the
 target's code) or ``spec`` (prove: the Z3 claims are about the spec, whatever the
 target, so its row reads ``spec proved``, never ``pass``).  A verify row carries the
 step's own verdict word, so a run whose checks or contracts did not all finish is
-``incomplete``, never ``pass``.
+``incomplete``, never ``pass``.  A gate in which no step checked the target (every
+verify and diff step skipped, whatever prove says about the spec) is ``incomplete``
+(exit 2): a gate that checked nothing is not a pass.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import time
 from typing import NamedTuple
 
 from proofs.cli.paths import output_problem
-from proofs.outcomes import INCOMPLETE, UNKNOWN, combine
+from proofs.outcomes import INCOMPLETE, UNKNOWN, combine, exit_code
 from proofs.report import ci as ci_reports
 from proofs.cli.verify import ENGINES
 from proofs import models
@@ -62,9 +64,11 @@ rows: about=target for verify and diff (the target's code), about=spec for prove
 (verdict proved or refuted: claims about the spec, the same whatever the target).
 
 exit codes:
-  0  every step passed or the spec proved (skipped steps do not count)
+  0  some step checked the target, and every step that ran passed or the spec proved
+     (skipped steps do not count)
   1  a step found a counterexample, a regression, or a refuted claim
-  2  usage error, or a step could not run or ended incomplete or unknown (and none found a failure)"""
+  2  usage error, or a step could not run or ended incomplete or unknown (and none found a failure),
+     or no step checked the target (every verify and diff step skipped): incomplete, never a pass"""
 
 
 class Step(NamedTuple):
@@ -214,7 +218,12 @@ def run_gate(args: argparse.Namespace) -> int:
     print("\n".join(table))
     verdict = {0: "pass", 1: "fail"}.get(code) or combine(
         {"proved": "pass", "refuted": "fail"}.get(s.verdict, s.verdict) for s in steps if s.exit_code not in (None, 0))
-    print(f"gate: {verdict} (exit {code}); reports in {out}")
+    why = ""
+    if code != 1 and not any(s.about == "target" and s.exit_code is not None for s in steps):
+        # every verify and diff step was skipped: a proved spec says nothing about the target's code
+        verdict = INCOMPLETE if verdict == "pass" else verdict
+        code, why = exit_code(verdict), ": no step checked the target"
+    print(f"gate: {verdict} (exit {code}){why}; reports in {out}")
     data = _write_summary(out, args.target, args.base, verdict, code, steps)
     from proofs.report import html
 
@@ -309,11 +318,11 @@ def _run_step(run_cli, name: str, kind: str, argv: list[str], out: str, target: 
 
 
 def combined_exit_code(codes: list[int | None]) -> int:
-    """1 if any step failed; else 2 if any could not run or ended unknown; else 0 (skipped steps are None)."""
+    """1 if any step failed; else 2 if any could not run or ended unknown, or none ran; else 0 (skipped steps are None)."""
     ran = [c for c in codes if c is not None]
     if any(c == 1 for c in ran):
         return 1
-    if any(c != 0 for c in ran):
+    if not ran or any(c != 0 for c in ran):
         return 2
     return 0
 

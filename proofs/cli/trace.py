@@ -85,13 +85,14 @@ def run_record(args: argparse.Namespace) -> int:
         return _error(str(error))
     try:
         engine = make_engine(factory, model, config)
-        count = write(args.output, header_of(model, call), record(engine, model, requests, config))
+        trace, totals = record(engine, model, requests, config)
+        count = write(args.output, header_of(model, call), trace, totals)
     except OSError as error:
         return _error(f"-o {args.output!r}: {error.strerror or error}")
     except Exception as error:  # the target raised: a failing target, reported in one line
         print(f"FAIL {args.record}: the target raised {error!r} while being recorded", file=sys.stderr)
         return 1
-    print(f"recorded {count} entries from {args.record} into {args.output}")
+    print(f"recorded {count} entries and the totals line from {args.record} into {args.output}")
     return 0
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -331,8 +330,9 @@ def run_verify(args: argparse.Namespace) -> int:
     line = summary_line(verdict, target.text, len(found), calls, engine, bounds, corners)
     if contracts:
         counts = {o: sum(c["outcome"] == o for c in contracts) for o in OUTCOMES}
+        explored = sum(int(c.get("scenarios") or 0) for c in contracts)
         line += f"; crosshair: {len(contracts)} contracts (" + ", ".join(
-            f"{n} {o}" for o, n in counts.items() if n) + ")"
+            f"{n} {o}" for o, n in counts.items() if n) + f"; {explored} distinct scenarios explored)"
     unknown = [c for c in contracts if c["outcome"] == "unknown"]
     if unknown and not found:
         line += f": CrossHair could not check {len(unknown)} contracts (unknown is not a pass)"
@@ -351,10 +351,11 @@ def run_verify(args: argparse.Namespace) -> int:
                 "it finish)")
         needed = budget_to_finish(checks or [], args.budget, share=0.5 if args.engine == "all" else 1.0)
         if waiting:
-            line += f"; {len(waiting)} CrossHair contracts did not run their planned time"
-            ran = max(1, len(contracts) - len(waiting))  # the budget ran these: scale it to run them all
+            from proofs.symbolic.bridge import budget_to_bound
+
+            line += f"; {len(waiting)} CrossHair contracts did not finish their planned search"
             if not stalled:
-                needed = max(needed or 0, math.ceil(1.25 * args.budget * len(contracts) / ran))
+                needed = max(needed or 0, budget_to_bound(contracts, args.budget))
         if needed:
             line += f"; --budget {needed} would finish it (estimated from the measured rate)"
         line += " (incomplete is not a pass)"
@@ -441,7 +442,8 @@ def _write_json(path: str | None, verdict: str, target: str, seconds: float, cou
         report["dropped"] = [{"key": where, "type": kind, "calls": calls}
                              for (where, kind), calls in sorted(dropped.items())]
     if contracts:
-        keys = ("name", "subject", "outcome", "seconds", "planned_seconds", "bounds", "engine_outcome", "message")
+        keys = ("name", "subject", "outcome", "seconds", "planned_seconds", "scenarios", "min_scenarios", "bounds",
+                "engine_outcome", "message")
         report["contracts"] = [{key: c[key] for key in keys if key in c} for c in contracts]
     if path:
         with open(path, "w") as handle:

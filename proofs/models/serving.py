@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import target as hypothesis_target
 
 import spec.serving as serving
+from proofs.search import minimize_serving
 from proofs.search import serving as search
 
 
@@ -97,13 +98,13 @@ class ServingModel:
         return reference
 
     def minimize_valid(self, call, fails, seconds: float, coarse: bool = False):
-        return search.minimize_valid_call(call, fails, serving.is_valid, seconds, coarse=coarse)
+        return minimize_serving.minimize_valid_call(call, fails, serving.is_valid, seconds, coarse=coarse)
 
     def minimize_invalid(self, call, fails, seconds: float):
-        return search.minimize_invalid_call(call, fails, serving.is_valid, seconds)
+        return minimize_serving.minimize_invalid_call(call, fails, serving.is_valid, seconds)
 
     def one_step_larger(self, call):
-        return search.one_step_larger(call)
+        return minimize_serving.one_step_larger(call)
 
     def calls_between(self, call) -> list:
         """The calls made between two runs of ``call``: other configs, then rejected inputs."""

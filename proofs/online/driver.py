@@ -21,7 +21,8 @@ What ``drive`` does, exactly:
   instead of ``allocated`` and ``freed`` gives ``blocks``: {id: [block ids]}, every
   running request's table as the tick ran it (after its allocations, before the
   finished give theirs back), from which the two lists are derived
-  (``from_block_tables``);
+  (``from_block_tables``), and every table is judged (``ServingShadow.check_tables``:
+  a waiting request's table, or one shared with another request, is reported too);
 - ``None``, or an entry whose lists are all empty, is an idle tick: it is left out of
   the trace (the contract has no entries for idle ticks) and the clock moves on; after
   ``IDLE_LIMIT`` idle steps in a row with requests unfinished the drive ends there, and
@@ -124,6 +125,7 @@ def from_block_tables(entry, held: dict, config=None, abort_key=None) -> dict:
         if request_id not in leaving and lost:
             freed.append([request_id, lost])
     derived["allocated"], derived["freed"] = allocated, freed
+    derived["blocks"] = {request_id: list(table) for request_id, table in tables.items()}  # every table is judged too
     return derived
 
 
@@ -169,6 +171,7 @@ def _from_cached_tables(entry, tables: dict, held: dict, block_size: int, abort_
         if request_id not in gone_ids and lost:
             freed.append([request_id, lost])
     derived["allocated"], derived["freed"], derived["hits"] = allocated, freed, hits
+    derived["blocks"] = {request_id: list(table) for request_id, table in tables.items()}  # every table is judged too
     return derived
 
 

@@ -80,8 +80,10 @@ def plain_entry(tick: int, entry: dict) -> dict:
 
 
 def is_idle(entry: dict) -> bool:
-    """True when a well-shaped entry reports nothing at all: the tick did nothing."""
-    return not any(entry[key] for key in ENTRY_KEYS[1:]) and not entry.get(CACHE_ENTRY_KEY)
+    """True when a well-shaped entry reports nothing at all (no list, no hit, no block table): the tick did nothing."""
+    tables = entry.get("blocks")
+    return (not any(entry[key] for key in ENTRY_KEYS[1:]) and not entry.get(CACHE_ENTRY_KEY)
+            and not (isinstance(tables, dict) and any(tables.values())))
 
 
 class _Row:
@@ -262,6 +264,8 @@ class ServingShadow:
             if row is not None and row.status == RUNNING and len(row.blocks) != blocks_for(row.computed, size):
                 self._problem("kv_exact", f"after tick {tick} request {request_id} holds {len(row.blocks)} blocks "
                               f"for {row.computed} cached tokens, not {blocks_for(row.computed, size)}", tick)
+        if isinstance(entry.get("blocks"), dict):  # the blocks form: every table, not only the scheduled requests'
+            self.check_tables(tick, entry["blocks"], plain)
         self.latest = serving.Entry(
             tick,
             tuple((i, n) for i, n in plain["scheduled"]),
@@ -308,6 +312,55 @@ class ServingShadow:
             if row is not None and row.blocks and row.status != RUNNING:  # not re-admitted in this tick
                 self._problem("kv_exact", f"request {request_id} left the running list in tick {tick} but freed "
                               f"does not give back its blocks {row.blocks}: a leak", tick)
+
+    def check_tables(self, tick: int, tables: dict, plain: dict) -> None:
+        """Judge every block table the engine reported for ``tick`` (the ``blocks`` form), once the entry is applied.
+
+        Allocations and frees are derived from the tables of the requests the entry names;
+        this reads every table: no block twice in one table, a running request's table what
+        the entries say it holds, a request that finished in the tick what it ran with, and
+        any other (waiting, ended, unknown) none.  Without prefix caching also no block in
+        two tables and every id in the pool; with it a block may be in several running
+        tables (its count) and ids are judged up to renaming, as everywhere else."""
+        unreadable = next((i for i in sorted(tables) if not _ids_ok(tables[i])), None)
+        if unreadable is not None:
+            self._problem("well_typed", f"tick {tick}: blocks[{unreadable}]={tables[unreadable]!r}: expected a list of "
+                          "int block ids", tick)
+            return
+        shared = self.cache is not None
+        owner: dict[int, int] = {}
+        status = {i: (self.rows[i].status if i in self.rows else "not added") for i in tables}
+        for key in ("preempted", "aborted", "finished"):
+            status.update({i: f"{key} in this tick" for i in plain[key] if i in status})
+        for request_id in sorted(tables):
+            mine: set = set()
+            for block in tables[request_id]:
+                if block in mine:
+                    self._problem("kv_exclusive", f"tick {tick}: block {block} is twice in the table of request "
+                                  f"{request_id}", tick)
+                elif block in owner and not shared:
+                    self._problem("kv_exclusive", f"tick {tick}: block {block} is in the tables of request "
+                                  f"{owner[block]} ({status[owner[block]]}) and request {request_id} "
+                                  f"({status[request_id]})", tick)
+                mine.add(block)
+                owner.setdefault(block, request_id)
+                if not shared and not 0 <= block < self.config.num_blocks:
+                    self._problem("kv_capacity", f"tick {tick}: the table of request {request_id} shows block {block!r}: "
+                                  f"ids are 0..{self.config.num_blocks - 1}", tick)
+        gave_back = {i for i, _ in plain["freed"] if i in plain["finished"]}
+        if shared:  # a finisher whose blocks others still hold gives none back, yet its table showed them
+            gave_back |= {i for i in plain["finished"] if i in self.rows and self.rows[i].status == FINISHED}
+        for request_id in sorted(tables):
+            table, row = sorted(tables[request_id]), self.rows.get(request_id)
+            if row is not None and row.status == RUNNING:
+                if table != sorted(row.blocks):
+                    self._problem("kv_exact", f"tick {tick}: the table of running request {request_id} shows {table}; "
+                                  f"the entries say it holds {sorted(row.blocks)}", tick)
+            elif request_id in gave_back:
+                continue  # its table as the tick ran it is what it gave back (kv_exact judges the count)
+            elif table:
+                self._problem("kv_exact", f"tick {tick}: request {request_id} is {status[request_id]}, yet its table "
+                              f"shows blocks {table}: only a running request holds blocks", tick)
 
     # -- what it implies -------------------------------------------------------------
 

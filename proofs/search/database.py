@@ -39,6 +39,7 @@ def open_database(
     if spec is None:
         return DirectoryBasedExampleDatabase(local)
     if spec == "none":
+        keep_hypothesis_storage_off_disk()
         return None
     if spec.startswith("redis://"):
         host, port, db = parse_redis_url(spec)
@@ -46,6 +47,36 @@ def open_database(
     if "://" in spec:
         raise ValueError(f"db={spec!r}: expected a directory, 'none' or redis://HOST:PORT[/DB]")
     return DirectoryBasedExampleDatabase(spec)
+
+
+_STORAGE_OWNER = "SCHEDCHECK_HYPOTHESIS_STORAGE_PID"  # the process that made the temporary storage (and removes it)
+
+
+def keep_hypothesis_storage_off_disk() -> str:
+    """Send Hypothesis's own storage of this run to a temporary folder, removed when the process that made it exits.
+
+    With no example database Hypothesis still writes: it caches the constants it collects
+    from the modules it sees under ``.hypothesis/constants/`` (``hypothesis.internal.
+    constants_ast``), with no setting to turn that off.  ``--db none`` means nothing of the
+    run is kept, so the storage directory (``HYPOTHESIS_STORAGE_DIRECTORY``, which the
+    processes this one starts inherit, and ``set_hypothesis_home_dir`` for this one) is a
+    temporary folder; the constants are collected again on the next run (a cache, not a
+    result).  Returns the folder."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    where = os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY")
+    if not (where and os.environ.get(_STORAGE_OWNER) and os.path.isdir(where)):
+        where = tempfile.mkdtemp(prefix="schedcheck-hypothesis-")
+        os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = where
+        os.environ[_STORAGE_OWNER] = str(os.getpid())
+        owner = os.getpid()
+        atexit.register(lambda: os.getpid() == owner and shutil.rmtree(where, ignore_errors=True))
+    set_hypothesis_home_dir(where)
+    return where
 
 
 def parse_redis_url(spec: str) -> tuple[str, int, int]:

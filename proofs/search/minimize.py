@@ -5,7 +5,11 @@ bug gives the same counterexample on every run.  It greedily tries smaller calls
 in the order of what "smaller" means to a reader: fewer jobs first (dropped, or two
 neighbours merged into one with their tokens summed), then smaller slots, tokens,
 arrivals and ids, then the list nearer id order (a swap of neighbours at a time),
-and keeps a candidate only when it still breaks the same invariant.  It repeats
+and keeps a candidate only when it still breaks the same invariant.  A number is
+shrunk to the smallest value that still fails without assuming failure is monotone
+in it (``smallest_failing_scan``: the smallest values one by one, then bisection).
+The bisection helpers are shared with the serving model's minimiser
+(``proofs.search.minimize_serving``).  It repeats
 until nothing changes or its deadline passes, and never returns a call that was
 not seen to fail.
 """
@@ -34,7 +38,7 @@ def size_key(call: Call) -> tuple:
     )
 
 
-def _smallest_failing(value: int, low: int, fails_with: Callable[[int], bool]) -> int:
+def smallest_failing(value: int, low: int, fails_with: Callable[[int], bool]) -> int:
     """The smallest v in [low, value) with fails_with(v) (else value), searching as if failure were monotone.
 
     ``fails_with`` is never asked about ``value`` itself, which is known to fail."""
@@ -52,6 +56,32 @@ def _smallest_failing(value: int, low: int, fails_with: Callable[[int], bool]) -
     return failing
 
 
+SCAN = 4  # the smallest values of a number tried one by one before bisecting the rest
+
+
+def smallest_failing_scan(value: int, low: int, fails_with: Callable[[int], bool], scan: int = SCAN) -> int:
+    """The smallest v in [low, value) with fails_with(v) (else value), without assuming failure is monotone in v.
+
+    A bug need not show for every larger value (a budget of 2 may fail where 3 passes, a
+    block size may fail only where it divides a prompt), and bisection alone then stops at
+    a larger value than needed.  So the ``scan`` smallest values are tried one by one
+    first; then the rest is bisected; then, if that found nothing smaller, ``value - 1``
+    (the next round of the minimiser goes on from there).  ``fails_with`` is never asked
+    about ``value`` itself, which is known to fail."""
+    if value <= low:
+        return value
+    top = min(value, low + scan)
+    for candidate in range(low, top):
+        if fails_with(candidate):
+            return candidate
+    if top >= value:
+        return value
+    found = smallest_failing(value, top, fails_with)
+    if found == value and value - 1 > top and fails_with(value - 1):
+        return value - 1
+    return found
+
+
 def _like(template, jobs: list):
     """``jobs`` in the containers ``template`` uses (a tuple, a list or dict subclass)."""
     job_type = type(template[0]) if template else dict
@@ -59,8 +89,8 @@ def _like(template, jobs: list):
     return rebuilt if type(template) is list else type(template)(rebuilt)
 
 
-def _smallest_failing_coarse(value: int, low: int, fails_with: Callable[[int], bool]) -> int:
-    """As ``_smallest_failing``, in steps of a factor 16 while the value is large: for
+def smallest_failing_coarse(value: int, low: int, fails_with: Callable[[int], bool]) -> int:
+    """As ``smallest_failing``, in steps of a factor 16 while the value is large: for
     failures that cost a timeout each (a hang), a few probes rather than one per bit;
     a small value (at most 64) is still bisected, in at most six probes."""
     if value <= low:
@@ -70,7 +100,7 @@ def _smallest_failing_coarse(value: int, low: int, fails_with: Callable[[int], b
     while value // 16 > low and fails_with(value // 16):
         value //= 16
     if value <= 64:
-        return _smallest_failing(value, low, fails_with)
+        return smallest_failing(value, low, fails_with)
     return value
 
 
@@ -82,7 +112,7 @@ def minimize_valid_call(call: Call, fails: Callable[[Call], bool], seconds: floa
     shrinks numbers by factors of 16 instead of bisecting them, for failures that
     cost a timeout to observe."""
     deadline = time.monotonic() + seconds
-    smallest = _smallest_failing_coarse if coarse else _smallest_failing
+    smallest = smallest_failing_coarse if coarse else smallest_failing_scan
     template = call[0]
     best = call
     plain = ([dict(job) for job in template], call[1], call[2])

@@ -1,4 +1,4 @@
-"""Strategies, bad inputs and the minimiser for the serving model's ``serve(requests, config)``.
+"""Strategies and bad inputs for the serving model's ``serve(requests, config)``.
 
 ``valid_calls`` covers the whole serving domain, not only small numbers: 0 to 12
 requests (one call in sixteen has up to 150 cheap ones), ids spread wide and
@@ -13,22 +13,15 @@ fewer requests, then smaller numbers.
 ``bad_calls`` lists one call per class of bad input, systematically (every field of
 a request and of the config times every kind of bad value, missing and extra keys,
 repeated ids, an abort before arrival or None, both feasibility rules, a non-list,
-a non-dict); ``corrupted_calls`` combines them at random.
-
-``minimize_valid_call`` shrinks a failing valid call to a canonical smaller one
-that still fails and stays valid; ``minimize_invalid_call`` drops the requests an
-invalid call does not need, keeping it invalid.
+a non-dict); ``corrupted_calls`` combines them at random.  The minimiser of a
+failing call is ``proofs.search.minimize_serving``.
 """
 
 from __future__ import annotations
 
 import random
-import time
-from typing import Callable
 
 from proofs.search.built import built_once, st
-
-from proofs.search.minimize import _smallest_failing, _smallest_failing_coarse
 from proofs.search.strategies import BAD_VALUES, JobDict, JobList
 
 MAX_REQUESTS = 12
@@ -460,134 +453,6 @@ def corrupted_calls(draw):
             key = draw(st.sampled_from(CONFIG_KEYS))
             config[key] = draw(st.sampled_from((0, -2, True, 2.0, "2", None))) if key != "chunked_prefill" else 1
     return requests, config
-
-
-# -- minimisation ------------------------------------------------------------------------
-
-
-def size_key(call: Call) -> tuple:
-    """How big a valid call looks to a reader: requests, then tokens, config, arrivals, aborts, ids."""
-    requests, config = call
-    return (
-        len(requests),
-        sum(r["prompt"] + r["output"] for r in requests),
-        sum(1 for r in requests if "abort" in r),
-        config["num_blocks"] * config["block_size"] + config["token_budget"] + config["max_seqs"] + config["block_size"],
-        sum(r["arrival"] for r in requests),
-        sum(r["abort"] - r["arrival"] for r in requests if "abort" in r),
-        sum(abs(r["id"]) for r in requests),
-        [r["id"] for r in requests],
-        (not config["chunked_prefill"],),
-    )
-
-
-def minimize_valid_call(
-    call: Call, fails: Callable[[Call], bool], is_valid: Callable[..., bool], seconds: float = 10.0, coarse: bool = False
-) -> Call:
-    """Shrink a valid call that ``fails`` to a canonical smaller valid one that still fails.
-
-    Plain lists and dicts are tried first; a candidate outside the domain is never
-    tried.  ``coarse`` shrinks numbers by factors of 16 (for failures that cost a
-    timeout to observe)."""
-    deadline = time.monotonic() + seconds
-    smallest = _smallest_failing_coarse if coarse else _smallest_failing
-    plain = ([dict(r) for r in call[0]], dict(call[1]))
-    best = plain if fails(plain) else call
-
-    def attempt(candidate: Call) -> bool:
-        nonlocal best
-        if time.monotonic() > deadline or size_key(candidate) >= size_key(best) or not is_valid(*candidate):
-            return False
-        if fails(candidate):
-            best = candidate
-            return True
-        return False
-
-    def with_requests(requests) -> Call:
-        return ([dict(r) for r in requests], dict(best[1]))
-
-    def with_field(index: int, field: str, value: int) -> Call:
-        requests = [dict(r) for r in best[0]]
-        if field == "arrival" and "abort" in requests[index]:  # keep the abort where it was relative to arrival
-            requests[index]["abort"] += value - requests[index]["arrival"]
-        requests[index][field] = value
-        return with_requests(requests)
-
-    def with_config(key: str, value) -> Call:
-        return ([dict(r) for r in best[0]], dict(best[1], **{key: value}))
-
-    changed = True
-    while changed and time.monotonic() < deadline:
-        before = best
-        chunk = max(1, len(best[0]) // 2)  # halving chunks: a large input shrinks in a few dozen probes
-        while chunk >= 1 and best[0]:
-            index = len(best[0]) - chunk
-            while index >= 0:
-                attempt(with_requests(best[0][:index] + best[0][index + chunk:]))
-                index = min(index, len(best[0])) - chunk
-            chunk //= 2
-        # no abort, then the canonical form: arrivals from 0, ids 0..n-1 in FCFS order, id order
-        for index in range(len(best[0])):
-            if "abort" in best[0][index]:
-                attempt(with_requests([{k: v for k, v in r.items() if not (i == index and k == "abort")}
-                                       for i, r in enumerate(best[0])]))
-        earliest = min((r["arrival"] for r in best[0]), default=0)
-        if earliest:
-            attempt(with_requests([
-                dict(r, arrival=r["arrival"] - earliest, **({"abort": r["abort"] - earliest} if "abort" in r else {}))
-                for r in best[0]
-            ]))
-        order = sorted(range(len(best[0])), key=lambda i: (best[0][i]["arrival"], best[0][i]["id"]))
-        renumbered = [dict(r) for r in best[0]]
-        for new_id, index in enumerate(order):
-            renumbered[index]["id"] = new_id
-        attempt(with_requests(renumbered))
-        attempt(with_requests(sorted(best[0], key=lambda r: r["id"])))
-        # smaller config, then smaller requests
-        for key, low in (("max_seqs", 1), ("num_blocks", 1), ("token_budget", 1), ("block_size", 1)):
-            smallest(best[1][key], low, lambda v, k=key: attempt(with_config(k, v)))
-        if not best[1]["chunked_prefill"]:
-            attempt(with_config("chunked_prefill", True))
-        for field, low in (("prompt", 1), ("output", 1), ("arrival", 0)):
-            for index in range(len(best[0])):
-                smallest(best[0][index][field], low, lambda v, i=index, f=field: attempt(with_field(i, f, v)))
-        for index in range(len(best[0])):
-            if "abort" in best[0][index]:
-                arrival = best[0][index]["arrival"]
-                smallest(best[0][index]["abort"], arrival,
-                         lambda v, i=index: attempt(with_requests(
-                             [dict(r, abort=v) if j == i else dict(r) for j, r in enumerate(best[0])])))
-        changed = best != before
-    return best
-
-
-def minimize_invalid_call(call: Call, fails: Callable[[Call], bool], is_valid: Callable[..., bool], seconds: float = 5.0) -> Call:
-    """Shrink an invalid call by dropping the requests it does not need to fail, keeping it invalid."""
-    deadline = time.monotonic() + seconds
-    requests, config = call
-    if not isinstance(requests, (list, tuple)):
-        return call
-    best = list(requests)
-    index = len(best) - 1
-    while index >= 0 and time.monotonic() < deadline:
-        candidate = best[:index] + best[index + 1:]
-        if not is_valid(candidate, config) and fails((candidate, config)):
-            best = candidate
-        index -= 1
-    return (type(requests)(best) if isinstance(requests, tuple) else best, config)
-
-
-def one_step_larger(call: Call) -> Call:
-    """The call with every arrival, abort, prompt and output 16 times larger and the pool and budget to match."""
-    requests, config = call
-    config = dict(config, num_blocks=16 * config["num_blocks"], token_budget=16 * config["token_budget"])
-    larger = []
-    for r in requests:
-        grown = dict(r, arrival=16 * r["arrival"], prompt=16 * r["prompt"], output=16 * r["output"])
-        if "abort" in r:
-            grown["abort"] = 16 * r["abort"]
-        larger.append(grown)
-    return larger, config
 
 
 def rejected_variants(call: Call) -> list[Call]:

@@ -85,6 +85,70 @@ class Contract(NamedTuple):
     to_plain: Callable[[dict], dict]  # the arguments as the plain data a counterexample is reported as
 
 
+# --- what a search explored -------------------------------------------------------------
+#
+# Each contract runs in a child of its own (proofs.symbolic.engine), so a module-level tally counts the scenarios that
+# one contract's body ran to their end: a plain scenario (the serving contracts' decided call) once, however many
+# CrossHair paths reach it; a symbolic path (the chapter's contracts) each time, since two paths differ in at least one
+# decision.  The engine resets it, listens to it (so a child killed at its deadline has reported its count) and reads it.
+
+_explored: set = set()
+_listener: list = []
+
+
+def start_exploration(listener: Callable[[int], None] | None = None) -> None:
+    """Forget the scenarios counted so far; ``listener(count)`` is told each time the count grows."""
+    _explored.clear()
+    _listener[:] = [listener] if listener is not None else []
+
+
+def explored() -> int:
+    """How many distinct scenarios the contract bodies ran to their end since ``start_exploration``."""
+    return len(_explored)
+
+
+def note_scenario(key: Any = None) -> None:
+    """Count one scenario a contract's body ran to its end: ``key`` its plain value, or None for a symbolic path."""
+    from crosshair.tracers import NoTracing, is_tracing
+
+    def note() -> None:
+        before = len(_explored)
+        _explored.add(("path", before) if key is None else key)
+        if len(_explored) > before:
+            for listener in _listener:
+                listener(len(_explored))
+
+    if not is_tracing():
+        note()
+        return
+    with NoTracing():
+        note()
+
+
+def untraced(function: Callable, *args):
+    """``function(*args)`` with CrossHair's tracing paused while it is on: the arguments are plain values, so the run
+    is the same, at plain Python speed (a symbolic value reaching it would raise inside CrossHair, never pass)."""
+    from crosshair.tracers import NoTracing, is_tracing
+
+    if not is_tracing():
+        return function(*args)
+    with NoTracing():
+        return function(*args)
+
+
+def settle(value: int, low: int, high: int) -> int:
+    """A plain int in ``low..high`` decided by one equality test per candidate, lowest first: ``value`` itself when
+    it lies in the range, else ``high``.  Every int maps to one value, by exactly one sequence of decisions.
+
+    CrossHair turns a symbolic int into a plain one (a ``range``, an index, a hash) by taking one model value of the
+    solver, and every later path through the same point takes that same value; a branch is explored both ways, so
+    deciding a value by branches spreads CrossHair's paths over the range (proofs.symbolic.serving, docs/crosshair.md)."""
+    for candidate in range(low, high):
+        if value == candidate:
+            return candidate
+    return high
+
+
 # --- the plain encoding <-> spec.State ---------------------------------------------
 
 
@@ -268,7 +332,9 @@ def spec_step_contract(invariant: str, max_jobs: int = MAX_JOBS) -> Callable:
         post: _post_holds(invariant, __return__)
         """
         assert invariant and max_jobs  # bound into this closure: the conditions read them
-        return step(state_from_rows(slots, continuous, clock, (j0, j1, j2), free))
+        after = step(state_from_rows(slots, continuous, clock, (j0, j1, j2), free))
+        note_scenario()
+        return after
 
     spec_step_keeps.__name__ = spec_step_keeps.__qualname__ = f"spec_step_keeps_{invariant}"
     return spec_step_keeps
@@ -287,7 +353,9 @@ def impl_step_contract(invariant: str, scheduler_class: type | None = None, max_
         post: _post_holds(invariant, __return__)
         """
         assert invariant and max_jobs  # bound into this closure: the conditions read them
-        return impl_step(scheduler_class, state_from_rows(slots, continuous, clock, (j0, j1, j2), free))
+        after = impl_step(scheduler_class, state_from_rows(slots, continuous, clock, (j0, j1, j2), free))
+        note_scenario()
+        return after
 
     impl_step_keeps.__name__ = impl_step_keeps.__qualname__ = f"impl_step_keeps_{invariant}"
     return impl_step_keeps
@@ -371,18 +439,35 @@ def small_rows(jobs: list, max_jobs: int) -> bool:
     return len(jobs) <= max_jobs and all(v is MISSING or -1 <= v <= 2 for row in jobs for v in row)
 
 
-def schedule_accepts_valid_contract(schedule: Callable, max_jobs: int = MAX_JOBS) -> Callable:
-    """The contract "a valid call does not raise" (any exception is a failure)."""
+def settled_call(jobs, slots, continuous, max_value: int = 2) -> dict:
+    """The plain call small symbolic rows decide (``settle``): ids -1..max_value, arrivals 0..max_value, tokens
+    1..max_value + 1, slots 1..MAX_JOBS + 1: every field valid, so only a repeated id makes the call invalid."""
+    rows = [(settle(i, -1, max_value), settle(a, 0, max_value), settle(t, 1, max_value + 1)) for i, a, t in jobs]
+    return call_from_rows(rows, settle(slots, 1, MAX_JOBS + 1), True if continuous else False)
 
-    def schedule_accepts_valid(jobs: list[JobRow], slots: Union[int, bool], continuous: Union[bool, int]) -> Any:
+
+def _run_valid(schedule: Callable, call: dict) -> bool:
+    """Run a plain ``call`` when it is valid (then any exception is the finding); False when it is not valid."""
+    if not is_valid(**call):
+        return False
+    schedule(call["jobs"], call["slots"], call["continuous"])
+    return True
+
+
+def schedule_accepts_valid_contract(schedule: Callable, max_jobs: int = MAX_JOBS) -> Callable:
+    """The contract "a valid call does not raise" (any exception is a failure), on the plain calls of up to
+    ``max_jobs`` small jobs that its symbolic rows decide (``settled_call``), each run untraced: a whole run on
+    symbolic jobs took CrossHair's whole per-path limit (1 path in 2.5 s of CPU), a plain one a few ms."""
+
+    def schedule_accepts_valid(jobs: list[tuple[int, int, int]], slots: int, continuous: bool) -> Any:
         """
-        pre: small_rows(jobs, max_jobs)
-        pre: is_valid(**call_from_rows(jobs, slots, continuous))
+        pre: len(jobs) <= max_jobs
         post: True
         """
         assert max_jobs  # bound into this closure: the conditions read it
-        call = call_from_rows(jobs, slots, continuous)
-        schedule(call["jobs"], call["slots"], call["continuous"])
+        call = settled_call(jobs, slots, continuous)
+        if untraced(_run_valid, schedule, call):
+            note_scenario(repr(call))  # one distinct valid call explored
         return None
 
     return schedule_accepts_valid
@@ -400,7 +485,12 @@ def schedule_rejects_invalid_contract(schedule: Callable, max_jobs: int = MAX_JO
         assert max_jobs  # bound into this closure: the conditions read it
         call = call_from_rows(jobs, slots, continuous)
         valid = is_valid(**call)
-        schedule(call["jobs"], call["slots"], call["continuous"])
+        try:
+            schedule(call["jobs"], call["slots"], call["continuous"])
+        except ValueError:
+            note_scenario()
+            raise
+        note_scenario()
         return valid  # reached only when schedule returned: then the call must have been valid
 
     return schedule_rejects_invalid
@@ -420,7 +510,12 @@ def schedule_rejects_repeated_id_contract(schedule: Callable) -> Callable:
         jobs = [(job_id, first[0], first[1]), (job_id, second[0], second[1])]
         call = call_from_rows(jobs, slots, continuous)
         valid = is_valid(**call)
-        schedule(call["jobs"], call["slots"], call["continuous"])
+        try:
+            schedule(call["jobs"], call["slots"], call["continuous"])
+        except ValueError:
+            note_scenario()
+            raise
+        note_scenario()
         return valid
 
     return schedule_rejects_repeated_id
@@ -442,31 +537,29 @@ def _replay_validation(schedule: Callable, call: dict) -> Optional[str]:
     return None if valid else "an invalid call was accepted (returned normally instead of raising ValueError)"
 
 
-def _bounded_valid_rows(jobs, slots, continuous, max_value: int) -> bool:
-    return (
-        type(slots) is int
-        and 1 <= slots <= 3
-        and all(
-            type(v) is int and 0 <= v <= max_value for row in jobs for v in row
-        )
-        and all(row[2] >= 1 for row in jobs)
-    )
+def _check_valid(schedule: Callable, call: dict) -> Optional[list]:
+    """``spec.check`` of a plain valid ``call``'s result (a valid call that raises raises here), or None if invalid."""
+    if not is_valid(**call):
+        return None
+    return check(call["jobs"], call["slots"], call["continuous"], schedule(call["jobs"], call["slots"], call["continuous"]))
 
 
 def schedule_matches_spec_contract(schedule: Callable, max_jobs: int = MAX_JOBS, max_value: int = 4) -> Callable:
-    """The contract "on a small valid call, spec.check finds nothing wrong with the result"."""
+    """The contract "on a small valid call, spec.check finds nothing wrong with the result", on the plain calls its
+    symbolic rows decide (``settled_call`` with values up to ``max_value``), each run untraced."""
 
     def schedule_matches_spec(jobs: list[tuple[int, int, int]], slots: int, continuous: bool) -> list:
         """
-        pre: small_rows(jobs, max_jobs)
-        pre: _bounded_valid_rows(jobs, slots, continuous, max_value)
-        pre: is_valid(**call_from_rows(jobs, slots, continuous))
+        pre: len(jobs) <= max_jobs
         post: not _
         """
-        assert max_jobs and max_value  # bound into this closure: the conditions read them
-        call = call_from_rows(jobs, slots, continuous)
-        result = schedule(call["jobs"], call["slots"], call["continuous"])
-        return check(call["jobs"], call["slots"], call["continuous"], result)
+        assert max_jobs  # bound into this closure: the conditions read it
+        call = settled_call(jobs, slots, continuous, max_value)
+        found = untraced(_check_valid, schedule, call)
+        if found is None:
+            return []  # a repeated id: outside this contract's domain
+        note_scenario(repr(call))
+        return found
 
     return schedule_matches_spec
 
@@ -488,12 +581,16 @@ def _call_of_args(args: dict) -> dict:
     return call_from_rows([tuple(row) for row in args["jobs"]], args["slots"], args["continuous"])
 
 
+def _settled_call_of_args(args: dict, max_value: int = 2) -> dict:
+    return settled_call([tuple(row) for row in args["jobs"]], args["slots"], args["continuous"], max_value)
+
+
 def schedule_contracts(schedule: Callable, *, max_jobs: int = MAX_JOBS, with_check: bool = True) -> list[Contract]:
     """The call contracts of a ``schedule(jobs, slots, continuous)`` function: validation, then the oracle."""
     replay_validation = lambda args: _replay_validation(schedule, _call_of_args(args))  # noqa: E731
     contracts = [
         Contract("validation", "schedule", schedule_accepts_valid_contract(schedule, max_jobs),
-                 replay_validation, _call_of_args),
+                 lambda args: _replay_validation(schedule, _settled_call_of_args(args)), _settled_call_of_args),
         Contract("validation", "schedule", schedule_rejects_invalid_contract(schedule, max_jobs),
                  replay_validation, _call_of_args),
         Contract("validation", "schedule", schedule_rejects_repeated_id_contract(schedule),
@@ -502,6 +599,7 @@ def schedule_contracts(schedule: Callable, *, max_jobs: int = MAX_JOBS, with_che
     if with_check:
         contracts.append(
             Contract("check", "schedule", schedule_matches_spec_contract(schedule, max_jobs),
-                     lambda args: _replay_check(schedule, _call_of_args(args)), _call_of_args)
+                     lambda args: _replay_check(schedule, _settled_call_of_args(args, 4)),
+                     lambda args: _settled_call_of_args(args, 4))
         )
     return contracts

@@ -24,6 +24,12 @@ Each contract gets one outcome, and only CrossHair's own verdict decides it:
   not meet the precondition in time, a contract could not be parsed, the child
   crashed or died, the sandbox failed).  Never a pass.
 
+Every result also says how far the search got: ``scenarios``, the distinct scenarios
+the contract's body ran to their end (``proofs.symbolic.contracts.note_scenario``),
+reported by the child as they grow, so a child killed at its deadline has its count
+too.  ``proofs.symbolic.bridge.classify`` calls a search with nothing found ``bounded``
+only from a stated minimum of them.
+
 Assumptions and bounds: those of ``proofs.symbolic.contracts`` (at most 3 jobs, job k has id
 k in the step contracts, small slots; one step, not a whole run) and, for the serving
 model (``run_serving_crosshair``), those of ``proofs.symbolic.serving``.  Every contract
@@ -66,6 +72,7 @@ class ContractResult:
     counterexample: Any  # plain data, or None
     message: str
     planned: float = 0.0  # the wall seconds it was planned (0: never started)
+    scenarios: int = 0  # distinct scenarios its body ran to their end (proofs.symbolic.contracts.note_scenario)
 
     @property
     def found(self) -> bool:
@@ -159,9 +166,13 @@ def _check_budget(budget_seconds, per_condition_seconds) -> None:
 SHARE_CAP_SECONDS = 20.0  # a contract's planned wall time never exceeds this, however large the budget
 MIN_SHARE_SECONDS = 1.0  # below this a contract is not started: it could not search at all
 OVERHEAD_SECONDS = 1.0  # of a contract's planned wall time: its fork, CrossHair's set-up, the concrete replay
-# CrossHair's own limit counts CPU time; half the wall share lets it stop on its own (``bounded``) on a machine
-# loaded up to twice over, where a child killed at its wall share first would be ``incomplete``
-CPU_SHARE_OF_WALL = 0.5
+# CrossHair's own limit counts CPU time, and a child killed at its wall share before CrossHair stops on its own is
+# ``incomplete``: so the limit is the share times the CPU a child gets per wall second, with a margin.  A 0.2 s busy
+# loop measures it before the first contract (``_measured_cpu_share``); then each finished child's own measure is used
+# for the next (``_next_cpu_share``), within CPU_SHARE_BOUNDS: on a quiet machine a contract searches nearly its whole
+# share, on a loaded one less (and may then explore fewer scenarios than a bounded search needs: incomplete).
+CPU_SHARE_BOUNDS = (0.1, 0.9)
+CPU_SHARE_MARGIN = 0.85  # of the measured ratio: the load may rise while the next contract runs
 
 
 def plan_share(left: float, workers: int, owed: float, contracts_left: int) -> float:
@@ -178,8 +189,9 @@ def _run_all(todo: list, budget: float, per_condition: float | None, workers: in
     ``per_condition=None`` plans each contract when it starts: its share of the wall time
     left before the overall deadline (``plan_share``), so the time already spent (the
     engine's start-up, the contracts before it) is accounted once; CrossHair's own
-    (CPU-time) limit is half that share less ``OVERHEAD_SECONDS`` and the child is killed at
-    the share.  A fixed ``per_condition`` is CrossHair's limit for every contract, and
+    (CPU-time) limit is that share less ``OVERHEAD_SECONDS``, times the CPU a child gets per
+    wall second (measured: ``_measured_cpu_share``, then ``_next_cpu_share``), and the child
+    is killed at the share.  A fixed ``per_condition`` is CrossHair's limit for every contract, and
     the child is killed a little after it.  A child killed, at its own planned time or
     earlier by the overall deadline, is ``incomplete``: only CrossHair's own stop is a search."""
     from proofs.sandbox import ENGINE_MEMORY_BYTES, Child, wait_any
@@ -189,6 +201,7 @@ def _run_all(todo: list, budget: float, per_condition: float | None, workers: in
         overall_deadline = min(overall_deadline, deadline)
     results: list[Optional[ContractResult]] = [None] * len(todo)
     pending = list(range(len(todo)))
+    cpu_share = _measured_cpu_share() if per_condition is None else 1.0  # a fixed limit is not planned from it
     running: dict[int, tuple[Child, float, float, bool]] = {}  # index -> (child, planned wall, CrossHair limit, cut)
     while pending or running:
         now = time.monotonic()
@@ -199,7 +212,7 @@ def _run_all(todo: list, budget: float, per_condition: float | None, workers: in
                 planned = plan_share(left, workers, owed, len(pending))
                 if planned < MIN_SHARE_SECONDS:
                     break  # too little left to search at all: the rest are reported as not started
-                limit = max(0.5, (planned - OVERHEAD_SECONDS) * CPU_SHARE_OF_WALL)
+                limit = max(0.5, (planned - OVERHEAD_SECONDS) * cpu_share)
                 wall = planned
             else:
                 planned = limit = per_condition
@@ -207,7 +220,7 @@ def _run_all(todo: list, budget: float, per_condition: float | None, workers: in
             cut = wall > left  # the overall deadline kills it before its own
             index = pending.pop(0)
             child = Child(_analyse, (todo[index], limit), seconds=max(0.1, min(wall, left)),
-                          memory_bytes=ENGINE_MEMORY_BYTES).start()
+                          memory_bytes=ENGINE_MEMORY_BYTES, partial=True).start()
             running[index] = (child, planned, limit, cut)
         if not running:
             break  # the budget is spent: the rest are reported below
@@ -218,10 +231,13 @@ def _run_all(todo: list, budget: float, per_condition: float | None, workers: in
                 continue
             del running[index]
             payload = _payload(outcome, planned, limit, cut)
+            cpu_share = _next_cpu_share(payload, cpu_share)
             contract = todo[index]
+            counted = [n for n in outcome.partial if type(n) is int]  # what a killed child had reported
+            scenarios = payload.get("scenarios", counted[-1] if counted else 0)
             results[index] = ContractResult(
                 contract.name, contract.subject, payload["outcome"], round(outcome.seconds, 2),
-                payload.get("counterexample"), payload["message"], round(planned, 2),
+                payload.get("counterexample"), payload["message"], round(planned, 2), scenarios,
             )
             if report is not None:
                 report(asdict(results[index]))
@@ -232,6 +248,26 @@ def _run_all(todo: list, budget: float, per_condition: float | None, workers: in
             "not started: the overall budget was spent before this contract's turn (not a proof)",
         )
     return [result for result in results if result is not None]
+
+
+def _measured_cpu_share(seconds: float = 0.2) -> float:
+    """The CPU a process gets per wall second here and now, less the margin (within CPU_SHARE_BOUNDS): a busy loop
+    of ``seconds`` of wall time, timed both ways, plans the first contracts before any child has measured it."""
+    wall, cpu = time.monotonic(), time.process_time()
+    while time.monotonic() - wall < seconds:
+        pass
+    low, high = CPU_SHARE_BOUNDS
+    return min(high, max(low, CPU_SHARE_MARGIN * (time.process_time() - cpu) / (time.monotonic() - wall)))
+
+
+def _next_cpu_share(payload: dict, current: float) -> float:
+    """The CPU per wall second to plan the next contract with: this child's measured ratio less a margin, or
+    ``current`` when it measured too little to tell (a short search, or a child that did not return)."""
+    cpu, wall = payload.get("cpu_seconds"), payload.get("wall_seconds")
+    if not isinstance(cpu, float) or not isinstance(wall, float) or wall < 0.5:
+        return current
+    low, high = CPU_SHARE_BOUNDS
+    return min(high, max(low, CPU_SHARE_MARGIN * cpu / wall))
 
 
 def _payload(outcome, planned: float, limit: float, cut: bool) -> dict:
@@ -257,7 +293,18 @@ def _per_path(per_condition: float) -> float:
     return min(per_condition, max(1.0, per_condition / 4))
 
 
-def _analyse(contract, per_condition: float) -> dict:
+def _analyse(contract, per_condition: float, report: Callable[[int], None] | None = None) -> dict:
+    """One contract's search: CrossHair's verdict as a payload, with the distinct scenarios it explored."""
+    from proofs.symbolic.contracts import explored, start_exploration
+
+    start_exploration(report)
+    cpu, wall = time.process_time(), time.monotonic()
+    payload = _search(contract, per_condition)
+    payload.update(scenarios=explored(), cpu_seconds=time.process_time() - cpu, wall_seconds=time.monotonic() - wall)
+    return payload
+
+
+def _search(contract, per_condition: float) -> dict:
     from crosshair.core_and_libs import AnalysisKind, MessageType, analyze_function, run_checkables
     from crosshair.options import AnalysisOptionSet
 

@@ -45,43 +45,67 @@ from typing import Callable, Optional
 
 import spec.serving as serving
 from spec.serving.domain import fcfs_key
-from proofs.symbolic.contracts import Contract
+from proofs.symbolic.contracts import Contract, note_scenario, settle, untraced  # noqa: F401  (settle: tests)
 
 MAX_REQUESTS = 3
 MAX_TICKS = 5  # ticks before the contract's one
-SUBJECTS = ("impl.ServingScheduler.step", "spec.serving.step")
+PLAIN_SUBJECTS = ("impl.ServingScheduler.step", "spec.serving.step")
+CACHING = " with prefix caching"  # a subject's suffix: the same step, on the prefix-caching domain
+CACHING_SUBJECTS = tuple(subject + CACHING for subject in PLAIN_SUBJECTS)
+SUBJECTS = PLAIN_SUBJECTS + CACHING_SUBJECTS
+# The claims prefix caching adds or changes (shared blocks, their counts, tables with hits), each refuted by a mutant of
+# the caching code (tests/crosshair_serving_mutants.py); the other claims are the plain contracts' on both domains' code.
+CACHING_CLAIMS = ("no_false_sharing", "refcount_exact", "kv_exact")
+FAMILIES = 3  # a request's tokens: 0 the base prompt, 1 it with another first token, 2 with another last token
+BASE_TOKENS = (1, 2, 3, 4)
 Row = tuple[int, int, int, int]  # (arrival, prompt, output, abort); abort < arrival means none
 
 BOUNDS = (f"one tick after <= {MAX_TICKS} ticks from the start of <= {MAX_REQUESTS} requests (ids 0..2 in FCFS order, "
           "arrival 0..2, prompt 1..4, output 1..3, abort none or arrival..arrival+3), max_seqs 1..3, token_budget 1..4, "
           "block_size 1..2, num_blocks 1..4, chunked on/off, valid calls only; pre-states are those the subject "
           "reaches, on which every state invariant holds; CrossHair's paths sample this finite domain")
+CACHING_BOUNDS = BOUNDS.replace("valid calls only", "prefix_caching on, each request's tokens one of 3 families of "
+                                "[1, 2, 3, 4][:prompt] (as is, first token 5, last token 6), valid calls only")
+
+
+def family_tokens(family: int, prompt: int) -> list[int]:
+    """A request's prompt tokens on the caching domain: the base prompt, or it with another first or last token, so
+    that two requests share every block, none, or all but the one holding the changed token."""
+    tokens = list(BASE_TOKENS[:prompt])
+    tokens[0 if family == 1 else -1] = tokens[0 if family == 1 else -1] if family == 0 else (5 if family == 1 else 6)
+    return tokens
 
 
 def call_from_args(max_seqs: int, token_budget: int, block_size: int, num_blocks: int, chunked: bool,
-                   rows, count: int) -> tuple[list[dict], dict]:
-    """The serve(requests, config) call a scenario stands for: request k has id k; an abort below arrival is none."""
+                   rows, count: int, families=None) -> tuple[list[dict], dict]:
+    """The serve(requests, config) call a scenario stands for: request k has id k; an abort below arrival is none;
+    with ``families`` (the caching domain) prefix caching is on and request k's tokens are its family's."""
     requests = []
     for request_id, (arrival, prompt, output, abort) in enumerate(rows[:count]):
         request = {"id": request_id, "arrival": arrival, "prompt": prompt, "output": output}
+        if families is not None:
+            request["tokens"] = family_tokens(families[request_id], prompt)
         if abort >= arrival:
             request["abort"] = abort
         requests.append(request)
     config = {"max_seqs": max_seqs, "token_budget": token_budget, "block_size": block_size,
               "num_blocks": num_blocks, "chunked_prefill": chunked}
+    if families is not None:
+        config["prefix_caching"] = True
     return requests, config
 
 
 def scenario_in_bounds(max_seqs: int, token_budget: int, block_size: int, num_blocks: int, rows,
                        count: int, ticks: int) -> bool:
-    """The explored domain (see the module docstring), ranges first so the solver settles them early."""
+    """The explored domain's ranges (see the module docstring); with ``requests_fit``, what ``settle_scenario``
+    decides."""
     if not (1 <= max_seqs <= 3 and 1 <= token_budget <= 4 and 1 <= block_size <= 2 and 1 <= num_blocks <= 4):
         return False
     if not (1 <= count <= MAX_REQUESTS and 0 <= ticks <= MAX_TICKS):
         return False
     previous = 0
     for index, (arrival, prompt, output, abort) in enumerate(rows):
-        if index >= count:  # a comparison, not rows[:count]: a slice would realize count (see settle_scenario)
+        if index >= count:
             break
         if not (previous <= arrival <= 2 and 1 <= prompt <= 4 and 1 <= output <= 3 and -1 <= abort <= arrival + 3):
             return False
@@ -90,53 +114,49 @@ def scenario_in_bounds(max_seqs: int, token_budget: int, block_size: int, num_bl
 
 
 def requests_fit(token_budget: int, block_size: int, num_blocks: int, chunked: bool, rows, count: int) -> bool:
-    """Each request's peak need fits the pool and, unchunked, the budget: ``spec.serving.domain.check_feasible`` as
-    arithmetic, so that the solver keeps the decided values inside the valid calls (``is_valid`` still decides)."""
+    """Each of the first ``count`` requests' peak need fits the pool and, unchunked, the budget:
+    ``spec.serving.domain.check_feasible`` as arithmetic (``peak_limit``), which ``settle_scenario`` keeps."""
     for index, (_, prompt, output, _) in enumerate(rows):
         if index >= count:
             break
-        work = prompt + output - 1
-        if work > num_blocks * block_size or (not chunked and work > token_budget):
+        if prompt + output - 1 > peak_limit(token_budget, block_size, num_blocks, chunked):
             return False
     return True
 
 
-def untraced(function: Callable, *args):
-    """``function(*args)`` with CrossHair's tracing paused while it is on: the arguments are plain values, so the run
-    is the same, at plain Python speed (a symbolic value reaching it would raise inside CrossHair, never pass)."""
-    from crosshair.tracers import NoTracing, is_tracing
-
-    if not is_tracing():
-        return function(*args)
-    with NoTracing():
-        return function(*args)
-
-
-def settle(value: int, low: int, high: int) -> int:
-    """The plain int equal to ``value``, which lies in ``low..high``, found by one equality test per candidate."""
-    for candidate in range(low, high):
-        if value == candidate:
-            return candidate
-    return high
+def peak_limit(token_budget: int, block_size: int, num_blocks: int, chunked: bool) -> int:
+    """The most ``prompt + output - 1`` a valid request may have under this config (``spec.serving.domain``'s
+    feasibility rule): the pool's tokens and, unchunked, the budget."""
+    pool = num_blocks * block_size
+    return pool if chunked else min(pool, token_budget)
 
 
 # CrossHair turns a symbolic int into a plain one (a ``range``, an index, a slice, a hash) by taking one model value
 # of the solver, and every later path through the same point takes that same value: a request count, say, stays at its
-# lower bound on nearly every path.  A branch (``value == candidate``) is explored both ways, so deciding every field
-# by branches first spreads CrossHair's paths over the whole domain, and the solver keeps each decision inside the
-# preconditions.  The set of scenarios is unchanged.
+# lower bound on nearly every path.  A branch (``value == candidate``) is explored both ways, so deciding every field by
+# branches spreads CrossHair's paths over the whole domain.  The config is decided first, so each request's ranges are
+# plain numbers that keep it valid: every path is a valid scenario (no precondition to miss), and each scenario is
+# reached by exactly one sequence of decisions, so no two paths run the same one.
 def settle_scenario(max_seqs: int, token_budget: int, block_size: int, num_blocks: int, chunked: bool,
-                    rows) -> tuple:
-    """The scenario (inside ``scenario_in_bounds`` with all ``MAX_REQUESTS`` rows) as plain values decided by branches,
-    an abort below arrival (none) as -1."""
+                    rows, families=None) -> tuple:
+    """The scenario of the contract's domain (``scenario_in_bounds`` with all ``MAX_REQUESTS`` rows, every request
+    valid) that these values decide, as plain values, an abort below arrival (none) as -1, and on the caching domain
+    each request's token family (``family_tokens``) last.  Plain values inside the domain are kept as they are; any
+    other int is taken to the top of its range."""
+    config = (settle(max_seqs, 1, 3), settle(token_budget, 1, 4), settle(block_size, 1, 2), settle(num_blocks, 1, 4),
+              True if chunked else False)
+    limit = peak_limit(*config[1:])
     settled, previous = [], 0
     for arrival, prompt, output, abort in rows:
         arrival = settle(arrival, previous, 2)
+        prompt = settle(prompt, 1, min(4, limit))
+        output = settle(output, 1, min(3, limit - prompt + 1))
         abort = -1 if abort < arrival else settle(abort, arrival, arrival + 3)
-        settled.append((arrival, settle(prompt, 1, 4), settle(output, 1, 3), abort))
+        settled.append((arrival, prompt, output, abort))
         previous = arrival
-    return (settle(max_seqs, 1, 3), settle(token_budget, 1, 4), settle(block_size, 1, 2), settle(num_blocks, 1, 4),
-            True if chunked else False, tuple(settled))
+    if families is None:
+        return (*config, tuple(settled))
+    return (*config, tuple(settled), tuple(settle(family, 0, FAMILIES - 1) for family in families))
 
 
 def all_invariants_hold(state: serving.State) -> bool:
@@ -257,7 +277,7 @@ def why_not(invariant: str, outcome) -> Optional[str]:
 
 
 def _ticks_of(subject: str, make: Callable | None) -> Callable:
-    if subject == "spec.serving.step":
+    if subject.startswith("spec.serving.step"):
         return spec_ticks
     return lambda config, requests, last: impl_ticks(make, config, requests, last)
 
@@ -266,9 +286,10 @@ def first_break(invariant: str, ticks_of: Callable, settled: tuple, catch: bool 
     """The first (count, ticks, why) of a decided scenario whose tick breaks ``invariant``: for its first ``count``
     requests (1..MAX_REQUESTS) in turn, each tick 0..MAX_TICKS of their run; None when none does (with ``catch``, a
     run that raises is a break at the tick it reached, as the concrete replay reports it)."""
-    max_seqs, token_budget, block_size, num_blocks, chunked, rows = settled
+    max_seqs, token_budget, block_size, num_blocks, chunked, rows, *families = settled
     for count in range(1, MAX_REQUESTS + 1):
-        requests, config = call_from_args(max_seqs, token_budget, block_size, num_blocks, chunked, rows, count)
+        requests, config = call_from_args(max_seqs, token_budget, block_size, num_blocks, chunked, rows, count,
+                                          families[0] if families else None)
         ticks, outcomes = 0, ticks_of(config, requests, MAX_TICKS)
         while True:
             try:
@@ -290,25 +311,41 @@ def step_contract(invariant: str, subject: str, make: Callable | None = None) ->
     """The contract "every reachable pre-state of a scenario that keeps every invariant still keeps ``invariant`` after
     one tick", for each prefix of its requests and each tick of their run (``first_break``)."""
     ticks_of = _ticks_of(subject, make)
+    tag = "impl" if subject.startswith("impl") else "spec"
 
     def serving_step_keeps(max_seqs: int, token_budget: int, block_size: int, num_blocks: int, chunked: bool,
                            r0: Row, r1: Row, r2: Row) -> Optional[tuple]:
         """
-        pre: scenario_in_bounds(max_seqs, token_budget, block_size, num_blocks, (r0, r1, r2), MAX_REQUESTS, 0)
-        pre: requests_fit(token_budget, block_size, num_blocks, chunked, (r0, r1, r2), MAX_REQUESTS)
         post: __return__ is None
         """
         settled = settle_scenario(max_seqs, token_budget, block_size, num_blocks, chunked, (r0, r1, r2))
-        return untraced(first_break, invariant, ticks_of, settled)
+        found = untraced(first_break, invariant, ticks_of, settled)
+        note_scenario(settled)  # one distinct scenario explored, however many paths reach it
+        return found
 
-    tag = "impl" if subject.startswith("impl") else "spec"
+    def caching_step_keeps(max_seqs: int, token_budget: int, block_size: int, num_blocks: int, chunked: bool,
+                           r0: Row, r1: Row, r2: Row, f0: int, f1: int, f2: int) -> Optional[tuple]:
+        """
+        post: __return__ is None
+        """
+        settled = settle_scenario(max_seqs, token_budget, block_size, num_blocks, chunked, (r0, r1, r2),
+                                  (f0, f1, f2))
+        found = untraced(first_break, invariant, ticks_of, settled)
+        note_scenario(settled)
+        return found
+
+    if subject.endswith(CACHING):
+        caching_step_keeps.__name__ = caching_step_keeps.__qualname__ = f"serving_{tag}_caching_step_keeps_{invariant}"
+        return caching_step_keeps
     serving_step_keeps.__name__ = serving_step_keeps.__qualname__ = f"serving_{tag}_step_keeps_{invariant}"
     return serving_step_keeps
 
 
 def _settled_of(args: dict) -> tuple:
-    return (args["max_seqs"], args["token_budget"], args["block_size"], args["num_blocks"], args["chunked"],
-            tuple(tuple(args[k]) for k in ("r0", "r1", "r2")))
+    """The scenario a contract's (plain) arguments decide, as its body decided it."""
+    families = tuple(args[k] for k in ("f0", "f1", "f2")) if "f0" in args else None
+    return settle_scenario(args["max_seqs"], args["token_budget"], args["block_size"], args["num_blocks"],
+                           args["chunked"], tuple(tuple(args[k]) for k in ("r0", "r1", "r2")), families)
 
 
 def _plain_of(subject: str, make: Callable | None, invariant: str) -> Callable[[dict], dict]:
@@ -320,7 +357,7 @@ def _plain_of(subject: str, make: Callable | None, invariant: str) -> Callable[[
         settled = _settled_of(args)
         found = first_break(invariant, ticks_of, settled, catch=True)
         count, ticks = (found[0], found[1]) if found else (MAX_REQUESTS, None)
-        requests, config = call_from_args(*settled, count)
+        requests, config = call_from_args(*settled[:6], count, settled[6] if len(settled) > 6 else None)
         return {"requests": requests, "config": config, "ticks": ticks}
 
     return plain_of
@@ -338,8 +375,9 @@ def _replay(subject: str, make: Callable | None, invariant: str) -> Callable[[di
 
 def serving_contracts(make: Callable | None = None, *, subjects: tuple[str, ...] = SUBJECTS,
                       names: tuple[str, ...] | None = None) -> list[Contract]:
-    """One contract per serving state invariant, per subject, in registry order; ``make(config)`` is the online
-    engine (default ``impl.online.make_serving``)."""
+    """One contract per serving state invariant, per plain subject, and one per caching claim (``CACHING_CLAIMS``)
+    per caching subject, in registry order; ``make(config)`` is the online engine (default
+    ``impl.online.make_serving``)."""
     if make is None:
         from impl.online import make_serving as make
     wanted = [inv.name for inv in serving.STATE_INVARIANTS]
@@ -350,6 +388,8 @@ def serving_contracts(make: Callable | None = None, *, subjects: tuple[str, ...]
         if subject not in SUBJECTS:
             raise ValueError(f"subject={subject!r}: expected one of {', '.join(SUBJECTS)}")
         for name in wanted:
+            if subject in CACHING_SUBJECTS and name not in CACHING_CLAIMS:
+                continue
             contracts.append(Contract(name, subject, step_contract(name, subject, make), _replay(subject, make, name),
                                       _plain_of(subject, make, name)))
     return contracts

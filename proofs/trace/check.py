@@ -90,8 +90,25 @@ class _ServingStream:
         tick = self.read_entry(number, value, self.known, where=f"line {number}")
         if isinstance(tick, Violation):
             return tick
+        missing = self.missing_before(tick.tick)
+        if missing is not None:
+            return missing
         self.replay.tick(tick)
         return None
+
+    def missing_before(self, tick: int) -> Violation | None:
+        """The ticks missing before ``tick`` while requests were running, said first: a running request is scheduled
+        (or preempted, aborted) in every tick, so its tick has an entry, and a later symptom (a block handed out
+        again, say) would otherwise be reported in its place."""
+        previous = self.replay.previous_tick
+        running = list(self.replay.running.after)
+        if previous is None or tick <= previous + 1 or not running:
+            return None
+        gap = f"tick {previous + 1} is" if tick == previous + 2 else f"ticks {previous + 1}-{tick - 1} are"
+        return Violation("metrics_consistent",
+                         f"{gap} missing: requests {_id_ranges(running)} were running (after tick {previous}), so "
+                         f"every tick has an entry until they end: a line dropped from the log, or ticks the engine "
+                         f"skipped", tick=previous + 1, ids=tuple(running))
 
     def held(self) -> int:
         return len(self.replay.owner)
@@ -190,6 +207,17 @@ class _ChapterStream:
         return render(None, window, focus, titles=("", "trace"))
 
 
+def _id_ranges(ids) -> str:
+    """Ids as sorted runs: ``120-125, 130``."""
+    runs: list[list[int]] = []
+    for i in sorted(ids):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
 def _first(found: dict, names: list) -> tuple[Violation, tuple]:
     """The earliest of ``found`` (registry order breaks ties) and the names of the others."""
     rank = {name: index for index, name in enumerate(names)}
@@ -237,8 +265,10 @@ def check_file(path: str, model: str | None = None, policy: str | None = None,
         except Exception as error:  # a well-shaped entry whose values the replay cannot follow
             broken = Violation("well_typed", f"line {number}: the entry could not be replayed: {error!r}")
         if broken is not None:
-            violation, line = broken._replace(tick=value.get("tick") if isinstance(value, dict)
-                                              and type(value.get("tick")) is int else None), number
+            if broken.tick is None:  # a malformed entry: at the tick it names, if any
+                broken = broken._replace(tick=value.get("tick") if isinstance(value, dict)
+                                         and type(value.get("tick")) is int else None)
+            violation, line = broken, number
             break
         entries += 1
         last_tick = value["tick"]
