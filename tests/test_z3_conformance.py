@@ -115,14 +115,13 @@ def check_caught(tmp_path, name):
     done = run_prove(folder, args)
     out = done.stdout
     assert done.returncode == 1, out + done.stderr
-    refuted = [line.split()[0:4] for line in out.splitlines()
-               if line.startswith((C.STEP_ROW, C.PREDICATE_ROW)) and " refuted " in line]
+    refuted = [line.split()[0:4] for line in out.splitlines() if line.startswith(C.ROWS) and " refuted " in line]
     assert refuted, out
     assert "    state (n=" in out and "    field: " in out and "the spec gives" in out and "the encoding" in out, out
     assert "no proof is reported" in out, out
     rows = [line for line in out.splitlines() if line and not line.startswith((" ", "schedcheck", "claim", "verdict",
                                                                                  "the encoding"))]
-    assert all(line.startswith((C.STEP_ROW, C.PREDICATE_ROW)) for line in rows), out  # no proof row at all
+    assert all(line.startswith(C.ROWS) for line in rows), out  # no proof row at all
     return out
 
 
@@ -160,10 +159,12 @@ def test_the_states_reach_the_corners_the_mutations_need(model, n):
 
 
 def test_the_validation_rows_are_refuted_by_their_mutants():
-    for model, states, checks in (("chapter", C.chapter_states, (C.check_chapter_step, C.check_chapter_predicates)),
-                                  ("serving", C.serving_states, (C.check_serving_step, C.check_serving_predicates))):
+    chapter = {C.STEP_ROW: C.check_chapter_step, C.PREDICATE_ROW: C.check_chapter_predicates}
+    serving = {C.STEP_ROW: C.check_serving_step, C.FOLD_ROW: C.check_serving_folds,
+               C.PREDICATE_ROW: C.check_serving_predicates}
+    for model, states, checks in (("chapter", C.chapter_states, chapter), ("serving", C.serving_states, serving)):
         cases = states(3)
-        for row, check in zip(C.ROWS, checks):
+        for row, check in checks.items():
             assert check(3, cases)["status"] == "checked", (model, row)
             result = check(3, cases, C.REFUTED_BY[model][row])
             assert result["status"] == "refuted", (model, row, result)

@@ -166,13 +166,14 @@ def test_cli_json_shape_and_exit_code(tmp_path, capsys):
     assert out.splitlines()[0] == "schedcheck prove  engine=z3  model=serving"
     report = json.loads(path.read_text())
     assert report["verdict"] == "pass"
-    assert [r["claim"] for r in report["results"]] == ["encoding matches spec.step", "predicates match the registry",
+    assert [r["claim"] for r in report["results"]] == ["encoding matches spec.step", "folds match spec.step",
+                                                       "predicates match the registry",
                                                        "lemma:blocks_for_axioms"]  # the validation runs every time
     for r in report["results"]:
         assert set(r) == {"claim", "status", "kind", "method", "bound", "hypotheses_satisfiable", "refuted_by",
                           "seconds", "cpu_seconds", "counterexample"}
     assert [(r["status"], r["hypotheses_satisfiable"]) for r in report["results"]] == [
-        ("checked", "-"), ("checked", "-"), ("lemma", "yes")]
+        ("checked", "-"), ("checked", "-"), ("checked", "-"), ("lemma", "yes")]
 
 
 def test_cli_a_mutant_of_the_other_model_is_a_usage_error(capsys):

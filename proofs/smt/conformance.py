@@ -49,11 +49,12 @@ import z3
 
 PASS, REFUTED, UNKNOWN = "checked", "refuted", "unknown"
 STEP_ROW = "encoding matches spec.step"
+FOLD_ROW = "folds match spec.step"
 PREDICATE_ROW = "predicates match the registry"
-ROWS = (STEP_ROW, PREDICATE_ROW)
+ROWS = (STEP_ROW, FOLD_ROW, PREDICATE_ROW)
 REFUTED_BY = {
     "chapter": {STEP_ROW: "admit_while_le_slots", PREDICATE_ROW: "slot_bound_strict"},
-    "serving": {STEP_ROW: "budget_plus_one", PREDICATE_ROW: "token_budget_strict"},
+    "serving": {STEP_ROW: "budget_plus_one", FOLD_ROW: "pool_plus_one", PREDICATE_ROW: "token_budget_strict"},
 }
 STATES_PER_N = 32
 SEED = 22
@@ -709,10 +710,22 @@ def _block_ids(*states) -> list:
 
 class _ServingCache:
     """The encoding of one n, built on first use (block_size symbolic: pinned by each state, which keeps
-    ``blocks_exact`` as cheap as a concrete block size)."""
+    ``blocks_exact`` as cheap as a concrete block size); the any-n folds unrolled, per (running, waiting) lengths."""
 
     def __init__(self, n: int, mutant: str | None):
-        self.n, self.mutant, self.frames = n, mutant, None
+        self.n, self.mutant, self.frames, self.folds = n, mutant, None, {}
+
+    def fold(self, running: int, waiting: int) -> tuple:
+        """``(data, unrolled loops, their blk terms)`` for a tick whose passes start with these list lengths."""
+        from proofs.smt import serving_fold as F
+
+        key = (running, waiting)
+        if key not in self.folds:
+            mutant = self.mutant if self.mutant in F.MUTANTS else None
+            d = F.make_data()
+            u = F.unroll(d, 3 * running + 1, waiting + 1, mutant)
+            self.folds[key] = (d, u, F.blk_terms(d, u))
+        return self.folds[key]
 
     def get(self, block_size: int) -> tuple:
         """The frames and the solver for states of ``block_size``."""
@@ -759,6 +772,52 @@ def check_serving_step(n: int, cases: list, mutant: str | None = None) -> dict:
             solver.pop()
     return _result(PASS, f"n={n}: {len(cases)} states, each with exactly spec.serving.step's successor, and the "
                          f"per-block step at {pairs} (state, block id) pairs")
+
+
+def check_serving_folds(n: int, cases: list, mutant: str | None = None) -> dict:
+    """The any-n folds of ``serving_fold`` unrolled on ``cases`` of n requests: exactly spec.serving.step's passes."""
+    import spec.serving as S
+
+    cache = _ServingCache(n, mutant)
+    checked = 0
+    for case in cases:
+        if S.is_terminal(case.state):
+            continue
+        nxt, _, bad = _step_outcome(n, case, S.step, lambda state: state.latest.scheduled)
+        if bad is not None:
+            return bad
+        bad = _check_fold(n, cache, case, nxt)
+        if bad is not None:
+            return bad
+        checked += 1
+    return _result(PASS, f"n={n}: {checked} ticks, each pass run exactly as spec.serving.step runs it")
+
+
+def _check_fold(n: int, cache: _ServingCache, case: Case, nxt) -> dict | None:
+    """The any-n folds (``serving_fold``) unrolled on the state: exactly the step's passes; None when they agree."""
+    from proofs.smt import serving_fold as F
+
+    entry, state = nxt.latest, case.state
+    gone = set(entry.aborted)
+    running = sum(p.id not in gone for p in state.running)
+    waiting = sum(p.id not in gone for p in state.waiting)
+    d, u, blk = cache.fold(running, waiting)
+    # a fresh solver per state: with every input pinned, Z3's preprocessing (propagate the values, solve the
+    # equations) settles the unrolled loops at once, which push/pop on one solver would not do
+    solver = z3.Then("simplify", "propagate-values", "solve-eqs", "smt").solver()
+    solver.add(*u.constraints, *F.pin_state(d, state, entry), *F.pin_takes(d, state, entry),
+               *F.blocks_exact_at(d, state.config.block_size, blk))
+    conds = F.expected(d, u, state, entry)
+    found = _check_exactly(solver, conds)
+    if found is None:
+        return None
+    kind, model = found
+    if kind == "unknown":
+        return _result(UNKNOWN, f"at n={n}: the solver gave up on the folds at {case.origin}")
+    if kind == "none":
+        return _refuted(n, case.origin, "the any-n folds", "a run of the passes", "none")
+    label, want = _first_difference(conds, model)
+    return _refuted(n, case.origin, f"the any-n folds: {label}", want, "another value", "spec.serving.step gives")
 
 
 def _check_blocks(n: int, frames: _ServingFrames, solver: z3.Solver, case: Case, nxt) -> dict | None:
@@ -857,7 +916,7 @@ def claims(model: str, n_max: int, mutant: str | None = None, per_n: int = STATE
         checks = {STEP_ROW: check_chapter_step, PREDICATE_ROW: check_chapter_predicates}
     else:
         states = partial(serving_states, count=per_n)
-        checks = {STEP_ROW: check_serving_step, PREDICATE_ROW: check_serving_predicates}
+        checks = {STEP_ROW: check_serving_step, FOLD_ROW: check_serving_folds, PREDICATE_ROW: check_serving_predicates}
     bound = f"{per_n} states per n, n <= {n_max}"
     return [Claim(row, "validation", bound, partial(every_n, checks[row], states, n_max, mutant), (),
-                  REFUTED_BY[model][row], "validation") for row in ROWS]
+                  REFUTED_BY[model][row], "validation") for row in ROWS if row in checks]

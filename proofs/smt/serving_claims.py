@@ -54,6 +54,7 @@ import z3
 
 from proofs.smt import conformance
 from proofs.smt import serving_blocks as B
+from proofs.smt import serving_fold as F
 from proofs.smt import serving_model as M
 from proofs.smt.run import Claim, up_to
 
@@ -91,8 +92,10 @@ REFUTED_BY = {
     "rule_needed:feasible_budget": "contradictory_step",
     "finding:one_request_ahead_preempts_twice": "contradictory_step",
     "one_request_is_never_preempted": "drop_feasible_pool",
-    "lemma:budget_fold_step": "budget_plus_one",
-    "lemma:pool_fold_step": "pool_plus_one",
+    "token_budget (any n)": "budget_plus_one",
+    "kv_capacity (any n)": "pool_plus_one",
+    "kv_exclusive (any n)": "allocate_held_id",
+    "lemma:filter_sums": "negative_block_counts",
 }
 
 # Each domain rule -> the encoding mutant that drops it and what the run Z3 finds without it shows.
@@ -555,74 +558,12 @@ def prove_rule_needed(rule: str, mutant: str | None = None) -> dict:
                    f"no repeating state within {RULE_DEPTH} steps and n <= {RULE_N} without the rule")
 
 
-# --- any-n rows: the two passes as folds over the requests -------------------------------------
-
-
-def prove_budget_any_n(mutant: str | None = None) -> dict:
-    """Both passes together spend at most token_budget, for any number of requests: each pass is a fold whose one step Z3 proves.
-
-    The encoding writes request r's tokens as the closed form of a fold over the
-    requests before it (running pass: min(need, max(0, budget - needs before));
-    waiting pass: the chunk under max(0, budget left - known lengths before)).  Z3
-    proves, for one symbolic request and symbolic sums before it, that the fold's
-    budget left after it is the closed form one position on and never negative; by
-    induction over the positions (any n) the pass spends budget - (what is left) <= budget."""
-    budget, before, need, left1, known_before, kn = z3.Ints("budget before need left1 known_before kn")
-    chunked = z3.Bool("chunked")
-    start = budget + (1 if mutant == "budget_plus_one" else 0)  # what the running pass starts from
-    solver = _solver()
-    solver.add(budget >= 1, before >= 0, need >= 0, left1 >= 0, known_before >= 0, kn >= 1)
-    hyp = _hyp(solver)
-    if hyp != "yes":
-        return _not_sat(hyp, "one request and the sums before it")
-    left = M.zmax(0, start - before)
-    n = M.zmin(need, left)
-    wleft = M.zmax(0, left1 - known_before)
-    chunk = z3.If(chunked, M.zmin(kn, wleft), kn)
-    admitted = z3.And(wleft > 0, z3.Or(chunked, kn <= wleft))
-    goals = [
-        (M.zmax(0, start - 0) == budget, "the running pass starts with token_budget left"),
-        (z3.And(n >= 0, n <= left, M.zmax(0, start - (before + need)) == left - n), "a running-pass step"),
-        (z3.Implies(admitted, z3.And(chunk >= 1, chunk <= wleft,
-                                     M.zmax(0, left1 - (known_before + kn)) == wleft - chunk)), "a waiting-pass step"),
-    ]
-    for goal, what in goals:
-        status, model = _unsat(solver, z3.Not(goal))
-        if status != PROVED:
-            cex = None if model is None else {str(v): str(model.eval(v, True)) for v in
-                                              (budget, before, need, left1, known_before, kn, chunked)}
-            return _result(status, f"{what} fails", cex)
-    return _result(PROVED, "each pass is a fold that never lets the budget left go below 0: together they spend "
-                           "token_budget - left <= token_budget, for any number of requests")
-
-
-def prove_pool_any_n(mutant: str | None = None) -> dict:
-    """The blocks held after a tick are at most num_blocks, for any number of requests (the same fold argument for blocks)."""
-    pool, upto, q, free_before = z3.Ints("pool upto q free_before")
-    solver = _solver()
-    solver.add(pool >= 1, upto >= 0, q >= 0, free_before >= 0)
-    hyp = _hyp(solver)
-    if hyp != "yes":
-        return _not_sat(hyp, "one request and the sums before it")
-    limit = pool + (1 if mutant == "pool_plus_one" else 0)  # what the running pass compares with
-    # running pass: the kept prefix is the longest whose blocks (held + taken) fit; what it holds is that sum
-    kept_fits = z3.Implies(upto <= limit, pool - upto >= 0)
-    # waiting pass: a request is admitted only when its blocks fit what is free; free never goes below 0
-    adm_step = z3.Implies(q <= free_before, free_before - q >= 0)
-    for goal, what in ((kept_fits, "the kept prefix fits the pool"), (adm_step, "an admission step")):
-        status, model = _unsat(solver, z3.Not(goal))
-        if status != PROVED:
-            cex = None if model is None else {str(v): model.eval(v, True).as_long() for v in (pool, upto, q, free_before)}
-            return _result(status, f"{what} fails", cex)
-    return _result(PROVED, "the kept prefix holds at most num_blocks and each admission takes at most what is free: "
-                           "held after the tick <= num_blocks, for any number of requests")
-
-
 # --- a theorem users care about: how often can FCFS with recompute preempt one request? ------------
 
 FINDING = "finding:one_request_ahead_preempts_twice"
 FINDING_DEPTH = 7
 LONE = "one_request_is_never_preempted"
+FILTER = "lemma:filter_sums"
 
 
 def prove_finding(mutant: str | None = None) -> dict:
@@ -706,7 +647,7 @@ def _kind(name: str, method: str) -> str:
         return "finding"
     if method == "by construction":
         return "construction"
-    if name in M.PREDICATES:
+    if name.split(" (")[0] in set(M.PREDICATES) | set(B.PREDICATES):  # a registry invariant, or a part of one
         return "invariant"
     return "theorem"
 
@@ -751,10 +692,14 @@ def claims(max_requests: int = 8, mutant: str | None = None) -> list[Claim]:
     for rule in RULES:
         rows.append(_claim(f"rule_needed:{rule}", "bounded", f"n <= {RULE_N} without; with: termination_ranking",
                            partial(prove_rule_needed, rule, mutant), ["termination_ranking"]))
-    rows.append(_claim("lemma:budget_fold_step", "one step", "one position (arithmetic)",
-                       partial(prove_budget_any_n, mutant)))
-    rows.append(_claim("lemma:pool_fold_step", "one step", "one position (arithmetic)",
-                       partial(prove_pool_any_n, mutant)))
+    # any n: the passes as loops over positions, proved by induction over their iterations (proofs.smt.serving_fold)
+    rows.append(_claim("token_budget (any n)", "loop induction", "any n", partial(F.prove_budget, mutant),
+                       [conformance.FOLD_ROW]))
+    rows.append(_claim(FILTER, "induction", "any length", partial(F.prove_filter_sums, mutant)))
+    rows.append(_claim("kv_exclusive (any n)", "loop induction", "any n, any block id",
+                       partial(F.prove_exclusive, mutant), [conformance.FOLD_ROW, FILTER]))
+    rows.append(_claim("kv_capacity (any n)", "loop induction", "any n", partial(F.prove_capacity, mutant),
+                       [conformance.FOLD_ROW, FILTER, BLOCKS, "kv_exclusive (any n)"]))
     rows.append(_claim(LONE, "one step", "n = 1", partial(prove_lone_request, mutant), [TOTAL, BLOCKS] + rows_names))
     rows.append(_claim(FINDING, "bounded", "n = 2, replayed on spec.serving.run", partial(prove_finding, mutant)))
     blocks = B.claims(n, mutant, (TOTAL, BLOCKS))  # kv_exclusive and the id rows (per-block encoding)

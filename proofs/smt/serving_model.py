@@ -93,6 +93,8 @@ MUTANTS = {
     "take_not_recorded": "a running request that takes an id does not add it to its blocks",
     "free_without_giving_back": "a preempted request's freed list does not give back the ids it held",
     "preempted_keeps_ids": "a preempted request keeps its block ids in the waiting queue",
+    # the any-n folds' lemma (proofs.smt.serving_fold)
+    "negative_block_counts": "a request's block count may be negative (the filter lemma loses its hypothesis)",
     # a mistranslated predicate (the validation against the registry refutes it: proofs.smt.conformance)
     "token_budget_strict": "the encoding of token_budget says the latest tick scheduled < token_budget tokens, not <=",
 }
