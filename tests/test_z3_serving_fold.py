@@ -16,7 +16,8 @@ from proofs.smt import serving_claims
 from proofs.smt import serving_fold as F
 
 ROWS = {"token_budget (any n)": F.prove_budget, "kv_capacity (any n)": F.prove_capacity,
-        "kv_exclusive (any n)": F.prove_exclusive, "lemma:filter_sums": F.prove_filter_sums}
+        "kv_exclusive (any n)": F.prove_exclusive, "slot_bound (any n)": F.prove_seats,
+        "lemma:filter_sums": F.prove_filter_sums}
 
 
 @pytest.mark.parametrize("row", sorted(ROWS))
@@ -33,7 +34,7 @@ def test_each_any_n_row_is_proved_and_refuted_by_its_mutant(row):
 
 def test_the_any_n_rows_are_in_the_ledger_with_their_bound():
     rows = {c.claim: c for c in serving_claims.claims(2)}
-    for name in ("token_budget (any n)", "kv_capacity (any n)", "kv_exclusive (any n)"):
+    for name in ("token_budget (any n)", "kv_capacity (any n)", "kv_exclusive (any n)", "slot_bound (any n)"):
         assert rows[name].bound.startswith("any n") and rows[name].kind == "invariant", rows[name]
         assert C.FOLD_ROW in rows[name].depends  # only about loops that were checked against the spec that runs
     assert "kv_exclusive (any n)" in rows["kv_capacity (any n)"].depends
@@ -43,9 +44,9 @@ def test_the_any_n_rows_are_in_the_ledger_with_their_bound():
 def test_no_obligation_mentions_a_number_of_requests():
     """The loops' obligations are built from no n: the same formulas whatever the ledger's bound."""
     d = F.make_data()
-    texts = [str(z3.And(h + [g])) for _, h, g in F._loop_checks(d, None, ("budget", "capacity", "exclusive"))]
-    assert texts == [str(z3.And(h + [g])) for _, h, g in F._loop_checks(F.make_data(), None,
-                                                                        ("budget", "capacity", "exclusive"))]
+    parts = ("budget", "capacity", "exclusive", "seats")
+    texts = [str(z3.And(h + [g])) for _, h, g in F._loop_checks(d, None, parts)]
+    assert texts == [str(z3.And(h + [g])) for _, h, g in F._loop_checks(F.make_data(), None, parts)]
     assert all("R" in t for t in texts[:1])  # the length is a symbol
 
 

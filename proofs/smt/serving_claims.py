@@ -95,6 +95,7 @@ REFUTED_BY = {
     "token_budget (any n)": "budget_plus_one",
     "kv_capacity (any n)": "pool_plus_one",
     "kv_exclusive (any n)": "allocate_held_id",
+    "slot_bound (any n)": "admit_while_le_seqs",
     "lemma:filter_sums": "negative_block_counts",
 }
 
@@ -111,7 +112,7 @@ RULE_N, RULE_DEPTH = 2, 6
 # Rows bounded lower than the rest, for cost: work_conserving at n = 6 takes about 30 to 45 s of CPU alone (the
 # other inductive rows 1 to 9 s at n = 6), and with n = 1..5 before it would pass the per-claim budget on a loaded machine.
 CAPPED = {"work_conserving": 5}
-SPLIT = ("work_conservation", "work_conserving", "running_first")  # rows proved one conjunct at a time, each a hypothesis of the next
+SPLIT = ("work_conservation", "work_conserving", "running_first", "ranks")  # rows proved one conjunct at a time, each a hypothesis of the next
 HINTED = ("work_conservation",)  # rows whose goal starts with serving_model.step_hints (the ledger shares' moves)
 
 # What each consecution assumes of the pre-state besides the claim itself: the union
@@ -696,6 +697,8 @@ def claims(max_requests: int = 8, mutant: str | None = None) -> list[Claim]:
     rows.append(_claim("token_budget (any n)", "loop induction", "any n", partial(F.prove_budget, mutant),
                        [conformance.FOLD_ROW]))
     rows.append(_claim(FILTER, "induction", "any length", partial(F.prove_filter_sums, mutant)))
+    rows.append(_claim("slot_bound (any n)", "loop induction", "any n", partial(F.prove_seats, mutant),
+                       [conformance.FOLD_ROW, FILTER]))
     rows.append(_claim("kv_exclusive (any n)", "loop induction", "any n, any block id",
                        partial(F.prove_exclusive, mutant), [conformance.FOLD_ROW, FILTER]))
     rows.append(_claim("kv_capacity (any n)", "loop induction", "any n", partial(F.prove_capacity, mutant),

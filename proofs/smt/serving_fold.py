@@ -50,7 +50,7 @@ import z3
 
 PROVED, REFUTED, UNKNOWN, VACUOUS = "proved", "refuted", "unknown", "vacuous"
 SERVE, POP = 0, 1  # the running pass's two modes: serve the request at i, or pop victims until its blocks fit
-MUTANTS = ("budget_plus_one", "pool_plus_one", "allocate_held_id")  # serving_model.MUTANTS that change these loops
+MUTANTS = ("budget_plus_one", "pool_plus_one", "allocate_held_id", "admit_while_le_seqs")  # serving_model.MUTANTS that change these loops
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,7 @@ class Data:
     tks: z3.FuncDeclRef  # prefix sums of tk
     tw: z3.FuncDeclRef  # ghost: queue position q takes bk when admitted (0 or 1)
     tws: z3.FuncDeclRef  # prefix sums of tw
+    sk: z3.FuncDeclRef  # prefix counts of the running positions the pass schedules (sch >= 1)
     R: z3.ArithRef  # running requests after the aborts
     W: z3.ArithRef  # waiting requests after the aborts
     B: z3.ArithRef  # token_budget
@@ -92,7 +93,7 @@ def make_data(prefix: str = "") -> Data:
         return z3.Function(f"{prefix}{name}", z3.IntSort(), z3.IntSort())
 
     return Data(f("need"), f("comp"), f("hb"), f("wk"), f("warr"), f("blk"), f("pb"), f("ext"), f("sch"), f("xs"),
-                f("ss"), f("adb"), f("adt"), f("bsum"), f("tsum"), f("hk"), f("pk"), f("tk"), f("tks"), f("tw"), f("tws"),
+                f("ss"), f("adb"), f("adt"), f("bsum"), f("tsum"), f("hk"), f("pk"), f("tk"), f("tks"), f("tw"), f("tws"), f("sk"),
                 *z3.Ints(f"{prefix}R {prefix}W {prefix}B "
                                                                            f"{prefix}NB {prefix}M {prefix}T"),
                 z3.Bool(f"{prefix}chunked"))
@@ -165,7 +166,7 @@ def run_facts(d: Data, a: RunState) -> list:
             d.ss(i + 1) == d.ss(i) + d.sch(i), d.hb(L - 1) >= 0, d.hb(i) >= 0, d.ext(i) >= 0,
             d.blk(d.comp(i) + z3.If(d.need(i) <= a.bud, d.need(i), a.bud)) >= 0,
             d.pk(L) == d.pk(L - 1) + d.hk(L - 1), d.tks(i + 1) == d.tks(i) + d.tk(i), d.hk(L - 1) >= 0,
-            d.pk(L - 1) >= 0]
+            d.pk(L - 1) >= 0, d.sk(i + 1) == d.sk(i) + z3.If(d.sch(i) >= 1, 1, 0)]
 
 
 def run_invariant(d: Data, a: RunState, parts=("budget", "capacity")) -> z3.BoolRef:
@@ -182,6 +183,8 @@ def run_invariant(d: Data, a: RunState, parts=("budget", "capacity")) -> z3.Bool
     if "exclusive" in parts:
         terms += [d.pk(0) == 0, d.tks(0) == 0, a.K == d.pk(a.L) + d.tks(a.i), a.K <= 1, d.tks(a.i) <= a.K,
                   d.tks(a.i) >= 0]
+    if "seats" in parts:
+        terms += [d.sk(0) == 0, d.sk(a.i) <= a.i, d.sk(a.i) >= 0, d.R <= d.M]
     return z3.And(terms)
 
 
@@ -208,8 +211,9 @@ def wait_init(a: RunState, w: WaitState) -> z3.BoolRef:
     return z3.And(w.q == 0, w.bud == a.bud, w.H == a.H, w.S == a.S, w.nr == a.L, z3.Not(w.stop), w.K == a.K)
 
 
-def wait_guard(d: Data, w: WaitState, pre) -> z3.BoolRef:
-    return z3.And(z3.Not(pre), z3.Not(w.stop), w.q < d.W, d.warr(w.q) <= d.T, w.nr < d.M, w.bud > 0)
+def wait_guard(d: Data, w: WaitState, pre, mutant: str | None = None) -> z3.BoolRef:
+    seats = w.nr <= d.M if mutant == "admit_while_le_seqs" else w.nr < d.M
+    return z3.And(z3.Not(pre), z3.Not(w.stop), w.q < d.W, d.warr(w.q) <= d.T, seats, w.bud > 0)
 
 
 def wait_body(d: Data, w: WaitState, v: WaitState, mutant: str | None = None) -> z3.BoolRef:
@@ -230,7 +234,7 @@ def wait_facts(d: Data, w: WaitState) -> list:
     k = d.wk(w.q)
     n = z3.If(d.chunked, z3.If(k <= w.bud, k, w.bud), k)
     return [d.bs_(w.q + 1) == d.bs_(w.q) + d.adb(w.q), d.ts_(w.q + 1) == d.ts_(w.q) + d.adt(w.q), d.blk(n) >= 0,
-            d.tws(w.q + 1) == d.tws(w.q) + d.tw(w.q)]
+            d.tws(w.q + 1) == d.tws(w.q) + d.tw(w.q), k >= 1]
 
 
 def wait_invariant(d: Data, w: WaitState, L, parts=("budget", "capacity")) -> z3.BoolRef:
@@ -243,6 +247,8 @@ def wait_invariant(d: Data, w: WaitState, L, parts=("budget", "capacity")) -> z3
     if "exclusive" in parts:
         terms += [d.tws(0) == 0, w.K == d.pk(L) + d.tks(L) + d.tws(w.q), w.K <= 1, d.tks(L) + d.tws(w.q) <= w.K,
                   d.tws(w.q) >= 0, d.tks(L) >= 0]
+    if "seats" in parts:  # the running requests: the kept L and the q admitted, each admitted one scheduled
+        terms += [w.nr == L + w.q, w.nr <= d.M, d.sk(L) <= L, L >= 0]
     return z3.And(terms)
 
 
@@ -300,7 +306,7 @@ def _loop_checks(d: Data, mutant: str | None, parts: tuple) -> list:
     H0, Lend = z3.Int("H0"), z3.Int("Lend")
     base = domain(d)
     start = [H0 == d.pb(d.R), H0 <= d.NB, d.pb(0) == 0, d.xs(0) == 0, d.ss(0) == 0, d.pk(0) == 0, d.tks(0) == 0,
-             d.pk(d.R) <= 1, d.pk(d.R) >= 0]
+             d.pk(d.R) <= 1, d.pk(d.R) >= 0, d.sk(0) == 0, d.R <= d.M]
     return [
         ("running pass: the invariant holds at its start", base + start + [run_init(d, a, H0, mutant)],
          run_invariant(d, a, parts)),
@@ -312,7 +318,8 @@ def _loop_checks(d: Data, mutant: str | None, parts: tuple) -> list:
                  d.tws(0) == 0],
          wait_invariant(d, w, a.L, parts)),
         ("waiting pass: one iteration keeps the invariant",
-         base + [wait_invariant(d, w, Lend, parts), wait_guard(d, w, z3.Bool("pre_end")), wait_body(d, w, v, mutant)]
+         base + [wait_invariant(d, w, Lend, parts), wait_guard(d, w, z3.Bool("pre_end"), mutant),
+                 wait_body(d, w, v, mutant)]
          + wait_facts(d, w), wait_invariant(d, v, Lend, parts)),
     ]
 
@@ -364,6 +371,22 @@ def prove_exclusive(mutant: str | None = None) -> dict:
                                           "every block id"), "exclusive", mutant)
 
 
+def prove_seats(mutant: str | None = None) -> dict:
+    """slot_bound for any n: if at most max_seqs requests ran before the tick, at most max_seqs run after it and at
+    most max_seqs were scheduled in it: the running pass only drops requests, the waiting pass admits only while
+    fewer than max_seqs run, and everyone scheduled is running during the tick."""
+    d = make_data()
+    checks = _loop_checks(d, mutant, ("seats",))
+    w = wait_state("w")
+    Lend = z3.Int("Lend")
+    checks.append(("the tick's end: at most max_seqs run, at most max_seqs were scheduled",
+                   domain(d) + [wait_invariant(d, w, Lend, ("seats",))],
+                   z3.And(w.nr <= d.M, d.sk(Lend) + w.q <= d.M)))
+    return confirmed(_obligations(checks, "the running list only shrinks, the waiting pass admits only while fewer "
+                                          "than max_seqs run, and each admitted request is scheduled: at most max_seqs "
+                                          "run and are scheduled, for every number of requests"), "seats", mutant)
+
+
 # --- the loops unrolled: on concrete states (the validation) and on small symbolic ones (a refutation's run) -------
 
 
@@ -402,7 +425,7 @@ def unroll(d: Data, k_run: int, k_wait: int, mutant: str | None = None, tag: str
     cs.append(wait_init(runs[-1], waits[0]))
     for k in range(k_wait):
         w, v = waits[-1], wait_state(f"{tag}w{k + 1}")
-        cs += [z3.If(wait_guard(d, w, runs[-1].pre), z3.And(wait_body(d, w, v, mutant), *wait_facts(d, w)),
+        cs += [z3.If(wait_guard(d, w, runs[-1].pre, mutant), z3.And(wait_body(d, w, v, mutant), *wait_facts(d, w)),
                      _stutter_wait(w, v))]
         waits.append(v)
     return Unrolled(cs, runs, waits, H0)
@@ -517,12 +540,13 @@ def find_run(claim: str, mutant: str | None, max_running: int = 3, max_waiting: 
                           d.pb(p + 1) == d.pb(p) + d.hb(p)]
             for q in range(W):
                 small += [d.wk(q) >= 1, d.wk(q) <= 6, d.warr(q) >= 0, d.warr(q) <= 3]
-            small += [u.H0 <= d.NB, d.pk(R) <= 1]
+            small += [u.H0 <= d.NB, d.pk(R) <= 1, d.R <= d.M]
             for p in range(R):
                 small += [d.hk(p) >= 0, d.hk(p) <= d.hb(p), d.pk(p + 1) == d.pk(p) + d.hk(p)]
             end = u.waits[-1]
             broken = {"budget": end.S > d.B, "capacity": end.H > d.NB,
-                      "exclusive": z3.Or(end.K > 1, d.tks(u.runs[-1].L) + d.tws(end.q) > 1)}[claim]
+                      "exclusive": z3.Or(end.K > 1, d.tks(u.runs[-1].L) + d.tws(end.q) > 1),
+                      "seats": end.nr > d.M}[claim]
             solver = _solver()
             solver.add(*u.constraints, *small, *blocks_exact_at(d, 1, blk_terms(d, u)), broken)
             if solver.check() == z3.sat:
@@ -531,7 +555,8 @@ def find_run(claim: str, mutant: str | None, max_running: int = 3, max_waiting: 
                 def val(term):
                     return m.eval(term, model_completion=True).as_long()
 
-                breaks = {"budget": "token_budget", "capacity": "kv_capacity", "exclusive": "kv_exclusive"}[claim]
+                breaks = {"budget": "token_budget", "capacity": "kv_capacity", "exclusive": "kv_exclusive",
+                          "seats": "slot_bound"}[claim]
                 return {"breaks": f"{breaks} (any n)",
                         "running": [{"known - computed": val(d.need(p)), "computed": val(d.comp(p)),
                                      "blocks": val(d.hb(p)), "holds bk": val(d.hk(p))} for p in range(R)],
