@@ -182,12 +182,11 @@ def _apply_dependencies(claims: list[Claim], rows: list[dict]) -> list[dict]:
     changed = True
     while changed:
         changed = False
-        by_name = {row["claim"]: row for row in rows}
+        passing = {row["claim"]: passes(row) for row in rows}  # this pass's snapshot
         for claim, row in zip(claims, rows):
             if not passes(row):
                 continue
-            missing = [name for name in claim.depends if name in by_name and not passes(by_name[name])]
-            missing += [name for name in claim.depends if name not in by_name]
+            missing = [name for name in claim.depends if not passing.get(name, False)]
             if missing:
                 row["status"] = "unknown"
                 row["detail"] = f"assumes {', '.join(missing)}: not passed"
