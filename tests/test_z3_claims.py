@@ -310,3 +310,31 @@ def test_every_chapter_check_uses_the_configured_arithmetic_solver(monkeypatch):
     monkeypatch.setattr(z3_claims, "ARITH_SOLVER", None)
     z3_claims._solver()
     assert seen == []  # Z3's default arithmetic solver
+
+
+def test_the_reports_read_the_statuses_of_every_kind():
+    """JUnit, SARIF and HTML: by construction, lemma, checked and a finding's refutation pass; a refuted validation
+    row fails and carries the state, the field and both values."""
+    from proofs.report import ci as ci_reports
+    from proofs.report import html
+
+    def row(claim, status, kind, cex=None):
+        return {"claim": claim, "status": status, "kind": kind, "method": "m", "bound": "b",
+                "hypotheses_satisfiable": "yes", "refuted_by": "no_jump", "seconds": 0.1, "cpu_seconds": 0.1,
+                "counterexample": cex}
+
+    disagreement = {"n": 4, "state": "schedule([...]) after 3 step(s)", "field": "busy", "spec": 1, "encoding": 2}
+    rows = [row("fifo_order", "by construction", "construction"), row("lemma:x", "lemma", "lemma"),
+            row("predicates match the registry", "checked", "validation"),
+            row("finding:y", "refuted", "finding", {"call": "serve()", "breaks": "y"}),
+            row("encoding matches spec.step", "refuted", "validation", disagreement)]
+    report = {"verdict": z3_run.verdict(rows), "results": rows}
+    assert report["verdict"] == "fail" and z3_run.exit_code(rows) == 1
+    assert z3_run.verdict(rows[:4]) == "pass"  # a finding's refutation is its result
+    xml = ci_reports.junit_xml("prove", report)
+    assert 'failures="1"' in xml and "field: busy: the spec gives 1, the encoding 2" in xml
+    log = ci_reports.sarif_log("prove", report)
+    assert [r["ruleId"] for r in log["runs"][0]["results"]] == ["encoding matches spec.step"]
+    page = html.prove_page(report)
+    assert "1 by construction, 1 lemmas, 1 checked against the spec, 1 findings" in page
+    assert "field: busy: the spec gives 1, the encoding 2" in page

@@ -143,7 +143,7 @@ def test_the_default_bound_is_the_documented_one():
     cap = C.CAPPED["work_conserving"]
     assert bounds["work_conserving"] == (f"n <= {cap} (cost)" if cap < n else f"n <= {n}")
     docs = (pathlib.Path(__file__).parent.parent / "docs" / "prove.md").read_text()
-    assert f"| `termination_ranking` | inductive | n <= {n} |" in docs
+    assert f"The default is `--max-requests {n}`" in docs
     assert f"`work_conserving` n <= {cap} (cost)" in docs
 
 

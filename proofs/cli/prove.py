@@ -1,12 +1,16 @@
-"""The ``schedcheck prove`` subcommand: run every Z3 claim and print the ledger.
+"""The ``schedcheck prove`` subcommand: check the encodings against the spec that runs, run every Z3 claim, print the ledger.
 
-What it establishes: the ledger reports, per claim, what ``proofs.smt.claims``
-returned within the wall-clock budget (``proofs.smt.run``): status, method, bound,
-whether its hypotheses are satisfiable, the mutant that refutes it, seconds.  Exit
-codes from ``proofs.outcomes``: 0 when every claim is proved, 1 when one is
-refuted, 2 when one is unknown or vacuous (a timeout is never a pass).  Bounds:
-per-job claims for every n from 1 to ``--max-jobs``; the policy theorem for every
-n from 1 to ``--policy-jobs``.
+What it establishes: the ledger reports, per claim, what ``proofs.smt.claims`` (or
+``proofs.smt.serving_claims``) returned within its CPU budget (``proofs.smt.run``):
+status, method, bound, whether its hypotheses are satisfiable, the mutant that refutes
+it, wall and CPU seconds.  The validation rows (``proofs.smt.conformance``) run first;
+when one is refuted (the encoding is not the spec's step), the other claims are
+stopped and no proof is reported.  Exit codes from ``proofs.outcomes``: 0 when every
+row passes (proved, by construction, lemma, checked, a finding's refutation), 1 when
+one is refuted, 2 when one is unknown or vacuous (running out of budget is never a
+pass).  Bounds: per-job claims for every n from 1 to ``--max-jobs``; the policy
+theorem for every n from 1 to ``--policy-jobs``; the serving model's per-request
+claims for every n from 1 to ``--max-requests``, and its any-n rows for every n.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ finds the concrete run shown (breaking the named claim), and with every rule tha
 claim is proved."""
 
 DEFAULT_MAX_JOBS = 16  # every per-job row for n = 1..16 (docs/prove.md, "Growth with the bound")
-DEFAULT_MAX_REQUESTS = 6  # the serving model: every per-request row for n = 1..6 (docs/prove.md, "Serving model")
+DEFAULT_MAX_REQUESTS = 8  # the serving model: every per-request row for n = 1..8 but those CAPPED (docs/prove.md, "Serving model")
 DEFAULT_BUDGET = 120.0
 DEFAULT_POLICY_JOBS = 16  # the policy theorem for n = 1..16
 FIELDS = ("claim", "status", "kind", "method", "bound", "hypotheses_satisfiable", "refuted_by", "seconds",

@@ -537,8 +537,10 @@ def _results(kind: str, report: dict, target_text: str | None, save_dir: str, ro
             rule = _prove_rule(row)
             cex = row.get("counterexample")
             call = cex.get("call") if isinstance(cex, dict) else None
+            what = ("the Z3 encoding disagrees with the spec that runs (no proof of this run is reported)"
+                    if row.get("kind") == "validation" else _claim_of(rule))
             text = (
-                f"{row.get('claim')} refuted by Z3 ({row.get('method')}, {row.get('bound')}): {_claim_of(rule)}\n"
+                f"{row.get('claim')} refuted by Z3 ({row.get('method')}, {row.get('bound')}): {what}\n"
                 + (f"minimal input: {call}\n" if call else "")
                 + (f"counterexample: {json.dumps(cex, sort_keys=True, default=str)}\n" if cex and not call else "")
                 + f"replay: schedcheck prove --claims {shlex.quote(str(row.get('claim')))}"

@@ -36,7 +36,10 @@ What it establishes (each a row of ``schedcheck prove``; ``claims(max_jobs)`` li
   checking finds a concrete run that breaks a named claim; with all rules that
   claim is proved.  Proved means both halves hold; ``RULE_SHOWS`` says what each run shows;
 - ``worked_example_*``: the chapter's examples on the encoding (bounded: the run
-  is unrolled to its end).
+  is unrolled to its end);
+- first of all, the validation rows of ``proofs.smt.conformance`` (the encoding
+  against the spec that runs), on which every other row depends.  Statuses: rows
+  true by construction read ``by construction`` and lemmas ``lemma`` (``_kind``).
 
 Every check first checks that its hypotheses are satisfiable (Init with the
 domain; the assumed invariants with the step): when they are not, the row is

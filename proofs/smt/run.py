@@ -1,11 +1,14 @@
-"""Run claims under a wall-clock limit that really stops them: one sandbox child per claim.
+"""Run claims under a CPU-time limit that really stops them: one sandbox child per claim.
 
-What it establishes: a claim's status is what its child (proofs.sandbox: forked,
-its own process group, memory capped) returned before its deadline; a child that
-is still running at the deadline is killed with its group (SIGKILL) and the claim
-is ``unknown``, as is a child that raises, dies without an answer, or whose sandbox
-fails (the table of proofs.sandbox).  Z3's own
-``timeout`` parameter is set as well, but only as a hint: it is not always honoured.
+What it establishes: a claim's row is what its child (proofs.sandbox: forked, its
+own process group, memory capped) returned within its CPU budget (``RLIMIT_CPU``, so
+the limit does not depend on the machine's load); a child that uses its budget up,
+or is still running at the wall-clock safety net (``wall_limit``), is stopped and the
+claim is ``unknown``, as is a child that raises, dies without an answer, or whose
+sandbox fails (the table of proofs.sandbox).  Z3's own ``timeout`` parameter is set
+as well, but only as a hint.  A successful check becomes the status its ``kind``
+calls for (``by construction``, ``lemma``, ``checked``); a row counts only when
+every row it depends on passes (the validation rows included).
 
 Assumptions: a POSIX system with the 'fork' start method (the claims are closures
 over Python objects; nothing is pickled but the result).  Bounds: at most

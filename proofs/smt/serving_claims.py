@@ -28,7 +28,16 @@ What it establishes (each a row of ``schedcheck prove --model serving``; ``claim
 
 - ``kv_exclusive`` and the id rows (``kv_capacity (ids)``, ``kv_exact (ids)``,
   ``kv_freed_gives_back``, ``lemma:block_holders``): ``proofs.smt.serving_blocks``,
-  the per-block encoding for one symbolic block id, registered here.
+  the per-block encoding for one symbolic block id, registered here;
+- ``token_budget (any n)``, ``slot_bound (any n)``, ``kv_exclusive (any n)``,
+  ``kv_capacity (any n)`` and ``lemma:filter_sums``: ``proofs.smt.serving_fold``, the
+  passes as loops over positions, for every number of requests;
+- ``one_request_is_never_preempted`` (under the invariant, no step preempts a lone
+  request) and ``finding:one_request_ahead_preempts_twice`` (the conjecture "at most one
+  preemption per request ahead" refuted by a 2-request run Z3 finds, replayed on
+  ``spec.serving.run``: status ``refuted``, which is the finding);
+- first of all, the validation rows of ``proofs.smt.conformance`` (the encodings
+  against the spec that runs), on which every other row depends.
 
 Each consecution's negation is checked under the cone of its goal (``_cone``: the
 step equations, share definitions and blocks_for axioms its goal, support and the
@@ -111,7 +120,37 @@ RULES = {
 RULE_N, RULE_DEPTH = 2, 6
 # Rows bounded lower than the rest, for cost: work_conserving at n = 6 takes about 30 to 45 s of CPU alone (the
 # other inductive rows 1 to 9 s at n = 6), and with n = 1..5 before it would pass the per-claim budget on a loaded machine.
-CAPPED = {"work_conserving": 5}
+CAPPED = {"work_conserving": 5, "running_first": 6, "slot_bound": 7, "token_budget": 7, "kv_capacity": 7}
+# Registry rows with an any-n row (proofs.smt.serving_fold) about the spec's reachable states: a consecution at an n
+# above the bounded row's cap may assume the claim there, the any-n row being what justifies it (with Init, a claim
+# true of every reachable state strengthens any induction over them).
+ANY_N = {"token_budget": "token_budget (any n)", "slot_bound": "slot_bound (any n)",
+         "kv_capacity": "kv_capacity (any n)"}
+
+
+def caps(n: int) -> dict:
+    """Each invariant's and lemma's bound under a ledger bound of n: its own cap (``CAPPED``), lowered to the cap of any
+    row its consecution assumes that has no any-n row (an induction at n needs what it assumes at n)."""
+    out = {name: min(n, CAPPED.get(name, n)) for name in list(SUPPORT)}
+    changed = True
+    while changed:
+        changed = False
+        for name, support in SUPPORT.items():
+            low = min([out[name]] + [out[a] for a in support if a not in ANY_N and a in out])
+            if low < out[name]:
+                out[name], changed = low, True
+    return out
+
+
+def support_rows(name: str, n: int, bounds: dict) -> list:
+    """The rows that justify what ``name``'s consecution assumes, up to n: the bounded row, or its any-n row where
+    the bounded row stops below n."""
+    return [ANY_N[a] if a in ANY_N and bounds.get(a, n) < n else row_name(a) for a in SUPPORT[name]]
+
+
+def assumed_at(n: int, bounds: dict) -> list:
+    """The invariants and lemmas a check at n may assume: those proved at n, or true for any n."""
+    return [x for x in invariant_names() if bounds.get(x, n) >= n or x in ANY_N]
 SPLIT = ("work_conservation", "work_conserving", "running_first", "ranks")  # rows proved one conjunct at a time, each a hypothesis of the next
 HINTED = ("work_conservation",)  # rows whose goal starts with serving_model.step_hints (the ledger shares' moves)
 
@@ -348,12 +387,14 @@ def _triangular(names) -> bool:
     return True
 
 
-def prove_total(n: int, mutant: str | None = None) -> dict:
-    """Every non-terminal state that satisfies the invariant has a successor."""
+def prove_total(n: int, mutant: str | None = None, bounds: dict | None = None) -> dict:
+    """Every non-terminal state that satisfies the invariant (the rows proved at n, ``bounds``) has a successor."""
     inp, (s, t) = _frames_setup(n, mutant)
     trans, terms, args = _step(inp, s, t, mutant, "total")
     solver = _solver()
-    solver.add(*M.domain(inp, mutant), *_strengthened(inp, s), z3.Not(M.is_terminal(inp, s)), *M.frame_defs(inp, s))
+    names = None if bounds is None else assumed_at(n, bounds)
+    solver.add(*M.domain(inp, mutant), *_strengthened(inp, s, names), z3.Not(M.is_terminal(inp, s)),
+               *M.frame_defs(inp, s))
     solver.add(M.blocks_axioms(inp, args))
     hyp = _hyp(solver)
     if hyp != "yes":
@@ -671,25 +712,28 @@ def claims(max_requests: int = 8, mutant: str | None = None) -> list[Claim]:
     bound = f"n <= {n}"
     names = invariant_names()
     rows_names = [row_name(x) for x in names]
-    rows = [_claim(TOTAL, "by construction", bound, partial(up_to, partial(prove_total, mutant=mutant), n),
-                   [r for r in rows_names if r != "no_duplicate_active"] + [BLOCKS]),
+    bounds = caps(n)
+    assumed = [ANY_N[x] if x in ANY_N and bounds.get(x, n) < n else row_name(x) for x in assumed_at(n, bounds)]
+    rows = [_claim(TOTAL, "by construction", bound,
+                   partial(up_to, partial(prove_total, mutant=mutant, bounds=bounds), n),
+                   [r for r in assumed if r != "no_duplicate_active"] + [BLOCKS]),
             _claim(BLOCKS, "one step", "any block_size", partial(prove_blocks_axioms, mutant))]
     for name in names:
-        others = [r for r in rows_names if r != row_name(name)]
         if name in BY_CONSTRUCTION:
             rows.append(_claim(name, "by construction", "by construction",
                                partial(up_to, partial(prove_by_construction, name, mutant=mutant), n), [TOTAL]))
             continue
-        cap = min(n, CAPPED.get(name, n))
+        cap = bounds.get(name, n)
         rows.append(_claim(row_name(name), "inductive", bound if cap == n else f"n <= {cap} (cost)",
                            partial(up_to, partial(prove_inductive, name, mutant=mutant), cap),
-                           [TOTAL, BLOCKS] + [row_name(a) for a in SUPPORT[name]]))
+                           [TOTAL, BLOCKS] + support_rows(name, cap, bounds)))
     for inv in STATE_INVARIANTS:
         if inv.name in M.NOT_ENCODED:
             rows.append(_claim(inv.name, "not encoded", "-", partial(_not_encoded, inv.name)))
-    rows.append(_claim("termination_ranking", "inductive", bound,
-                       partial(up_to, partial(prove_termination, mutant=mutant), n),
-                       [TOTAL, BLOCKS] + [row_name(a) for a in SUPPORT["termination_ranking"]]))
+    cap = bounds["termination_ranking"]
+    rows.append(_claim("termination_ranking", "inductive", bound if cap == n else f"n <= {cap} (cost)",
+                       partial(up_to, partial(prove_termination, mutant=mutant), cap),
+                       [TOTAL, BLOCKS] + support_rows("termination_ranking", cap, bounds)))
     for rule in RULES:
         rows.append(_claim(f"rule_needed:{rule}", "bounded", f"n <= {RULE_N} without; with: termination_ranking",
                            partial(prove_rule_needed, rule, mutant), ["termination_ranking"]))
