@@ -138,10 +138,16 @@ def test_the_default_bound_is_the_documented_one():
     from proofs.cli import prove
 
     n = prove.DEFAULT_MAX_REQUESTS
-    bounds = {c.claim: c.bound for c in C.claims(n)}
-    assert bounds["slot_bound"] == bounds["termination_ranking"] == f"n <= {n}"
+    claims = {c.claim: c for c in C.claims(n)}
+    bounds = {name: c.bound for name, c in claims.items()}
+    assert bounds["termination"] == bounds["termination_ranking"] == bounds["lemma:ranks"] == f"n <= {n}"
+    for name, cap in C.CAPPED.items():
+        assert bounds[C.row_name(name)] == (f"n <= {cap} (cost)" if cap < n else f"n <= {n}"), name
+        if cap < n and name in C.ANY_N:  # what a consecution at n assumes of it, its any-n row justifies
+            assert C.ANY_N[name] in claims["termination_ranking"].depends or name != "kv_capacity"
+    assert "kv_capacity (any n)" in claims["termination"].depends and "kv_capacity" not in claims["termination"].depends
+    assert "running_first" not in claims["step_total"].depends  # capped below n, and nobody may assume it at n
     cap = C.CAPPED["work_conserving"]
-    assert bounds["work_conserving"] == (f"n <= {cap} (cost)" if cap < n else f"n <= {n}")
     docs = (pathlib.Path(__file__).parent.parent / "docs" / "prove.md").read_text()
     assert f"The default is `--max-requests {n}`" in docs
     assert f"`work_conserving` n <= {cap} (cost)" in docs
@@ -247,3 +253,18 @@ def test_every_row_is_refuted_by_its_mutant(claim):
     result = run_rows(n, mutant, only={claim})[claim]
     expected = "vacuous" if claim in C.BY_CONSTRUCTION else "unknown" if claim == C.FINDING else "refuted"
     assert result["status"] == expected, (claim, mutant, result)  # a finding's refutation is no longer found
+
+
+def test_a_row_is_never_bounded_above_what_it_assumes(monkeypatch):
+    """An induction at n needs what it assumes at n: capping a lemma lowers every row that assumes it (no any-n row
+    covers a lemma), and the capped row's bound is stated as it is."""
+    monkeypatch.setitem(C.CAPPED, "ranks", 5)
+    bounds = C.caps(8)
+    assert bounds["ranks"] == 5
+    for name, support in C.SUPPORT.items():
+        if "ranks" in support:
+            assert bounds[name] <= 5, name
+    for name, support in C.SUPPORT.items():  # transitively: a row is bounded by everything it assumes, not covered
+        assert all(bounds[name] <= bounds[a] for a in support if a not in C.ANY_N), name
+    claims = {c.claim: c for c in C.claims(8)}
+    assert claims["fcfs_admission"].bound == "n <= 5 (cost)" and claims["lemma:ranks"].bound == "n <= 5 (cost)"

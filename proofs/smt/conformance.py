@@ -36,8 +36,8 @@ It reads the spec that runs: ``spec`` and ``spec.serving`` as imported, so a cha
 copy of the spec is what is checked.  A step that raises, or a post-state the encoding
 cannot represent, is a disagreement.  Assumptions: the valuation maps of the models
 (``model.valuation_of_state``, ``serving_model.valuation_of_state``), checked by the
-round trip above.  Bounds: ``STATES_PER_N`` states per n (fewer when the inputs of that
-n reach fewer distinct states); values small.  Nothing runs at import time.
+round trip above.  Bounds: ``STATES_PER_N`` (serving) and ``CHAPTER_STATES_PER_N`` states
+per n (fewer when the inputs of that n reach fewer distinct states); values small.  Nothing runs at import time.
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ REFUTED_BY = {
     "chapter": {STEP_ROW: "admit_while_le_slots", PREDICATE_ROW: "slot_bound_strict"},
     "serving": {STEP_ROW: "budget_plus_one", FOLD_ROW: "pool_plus_one", PREDICATE_ROW: "token_budget_strict"},
 }
-STATES_PER_N = 32
+STATES_PER_N = 32  # serving: 21 corners and their combinations to cover
+CHAPTER_STATES_PER_N = 16  # the chapter's step has 7 corners
 SEED = 22
 
 
@@ -187,7 +188,7 @@ def _chapter_corners(state, nxt) -> tuple:
     ) if hit)
 
 
-def chapter_states(n: int, count: int = STATES_PER_N, seed: int = SEED) -> list:
+def chapter_states(n: int, count: int = CHAPTER_STATES_PER_N, seed: int = SEED) -> list:
     """About ``count`` cases of exactly n jobs: reachable ones (round robin over their corners), then drawn ones."""
     import spec
     from proofs.smt import model as M
@@ -905,12 +906,13 @@ def check_serving_predicates(n: int, cases: list, mutant: str | None = None) -> 
 # --- the ledger's rows ---------------------------------------------------------------------------
 
 
-def claims(model: str, n_max: int, mutant: str | None = None, per_n: int = STATES_PER_N) -> list:
-    """The two validation rows of ``model``'s ledger ("chapter" or "serving"), for every n from 1 to ``n_max``."""
+def claims(model: str, n_max: int, mutant: str | None = None, per_n: int | None = None) -> list:
+    """The validation rows of ``model``'s ledger ("chapter" or "serving"), for every n from 1 to ``n_max``."""
     from functools import partial
 
     from proofs.smt.run import Claim
 
+    per_n = per_n or (CHAPTER_STATES_PER_N if model == "chapter" else STATES_PER_N)
     if model == "chapter":
         states = partial(chapter_states, count=per_n)
         checks = {STEP_ROW: check_chapter_step, PREDICATE_ROW: check_chapter_predicates}
