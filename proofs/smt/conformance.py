@@ -24,7 +24,8 @@ The states, per n, from a seeded generator (the same states on every run, so the
 report is stable): reachable states of the spec's run (``initial`` then ``step`` to
 the end, which is what ``run`` computes) on drawn inputs of exactly n jobs or
 requests, in families that reach the corners the step's rules turn on, chosen round
-robin over the corners each state's step hits (``_by_corners``: for the serving model
+robin over the corners each state's step hits (``_by_corners``: for the serving model, configs
+with ``prefix_caching`` and ``reserve_full_sequence`` absent or false, the step this encoding is of;
 4 or more requests running while the budget binds, max_seqs binding, preemption of one
 or several, resumption, partial chunks, aborts, idle jumps, ...); then states drawn
 from the proofs' hypotheses that the step accepts (chapter: any representable state,
@@ -434,6 +435,11 @@ def _serving_input(n: int, k: int, rng: random.Random) -> tuple:
         budget = max(budget, max(works))
     config = {"max_seqs": max_seqs, "token_budget": budget, "block_size": block_size, "num_blocks": pool,
               "chunked_prefill": chunked}
+    # the encoding is of the step with prefix caching off and reserve_full_sequence false: both keys absent, or false
+    if k % 3 == 1:
+        config["prefix_caching"] = False
+    elif k % 3 == 2:
+        config["reserve_full_sequence"] = False
     return requests, config
 
 
