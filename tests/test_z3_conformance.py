@@ -1,8 +1,8 @@
 """The Z3 encodings are checked against the spec that runs, at every ``prove`` run: a changed step is caught.
 
 Each test copies the project's packages (spec, proofs, impl) into a temporary
-folder, changes one rule of the copy's ``spec/state.py`` or ``spec/serving/state.py``
-(or of a registry predicate), and runs ``schedcheck prove`` from the copy in a
+folder, changes one rule of the copy's ``spec/state.py``, ``spec/serving/state.py`` or
+``spec/serving/cache.py`` (or of a registry predicate), and runs ``schedcheck prove`` from the copy in a
 subprocess with a small bound: the validation rows must be refuted, naming the
 state, the field and both values, and no proof is reported (exit 1).  The copy
 unchanged passes.  The reviewer's change (the running pass gives token_budget + 1
@@ -18,6 +18,9 @@ import sys
 import pytest
 
 from proofs.smt import conformance as C
+from proofs.smt import serving_cache as SC
+
+VALIDATION_ROWS = C.ROWS + (SC.STEP_ROW, SC.PREDICATE_ROW)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SERVING = "spec/serving/state.py"
@@ -36,8 +39,8 @@ MUTATIONS = {
         "filterfalse(held.__contains__, naturals())", "filterfalse(held.__contains__, naturals(1))")],
         ["--model", "serving", "--max-requests", "3"]),
     "serving: block allocation (an admission takes one block too few)": (SERVING, [(
-        "            need = blocks_for(n, config.block_size)\n",
-        "            need = blocks_for(n, config.block_size) - (1 if n > 1 else 0)\n")],
+        "            need = blocks_for(computed + n, size) - len(hit)\n",
+        "            need = blocks_for(computed + n, size) - len(hit) - (1 if n > 1 else 0)\n")],
         ["--model", "serving", "--max-requests", "3"]),
     "serving: preemption victim (the one behind the request served, not the newest)": (SERVING, [(
         "            victim = running.pop()\n",
@@ -64,6 +67,13 @@ MUTATIONS = {
         "    if state.continuous or not state.active:", "    if True:")], ["--max-jobs", "3"]),
     "chapter: a job leaves one token early": (CHAPTER, [("        if left == 0:", "        if left <= 1:")],
                                               ["--max-jobs", "3"]),
+    "serving caching: a taken block stays in the cache (a stale chain after eviction)": ("spec/serving/cache.py", [(
+        "            tuple(entry for entry in pool.cache if entry[1] not in evicted),\n",
+        "            pool.cache,\n")],
+        ["--model", "serving", "--max-requests", "3"]),
+    "serving caching: a hit matches any prompt chain (false sharing across prefixes)": ("spec/serving/cache.py", [(
+        "        if registered == wanted:\n", "        if registered[0] == wanted[0]:\n")],
+        ["--model", "serving", "--max-requests", "3"]),
     "serving registry: token_budget reads < instead of <=": ("spec/serving/invariants.py", [(
         "sum(n for _, n in state.latest.scheduled) <= state.config.token_budget",
         "sum(n for _, n in state.latest.scheduled) < state.config.token_budget")],
@@ -115,13 +125,14 @@ def check_caught(tmp_path, name):
     done = run_prove(folder, args)
     out = done.stdout
     assert done.returncode == 1, out + done.stderr
-    refuted = [line.split()[0:4] for line in out.splitlines() if line.startswith(C.ROWS) and " refuted " in line]
+    refuted = [line.split()[0:4] for line in out.splitlines()
+               if line.startswith(VALIDATION_ROWS) and " refuted " in line]
     assert refuted, out
     assert "    state (n=" in out and "    field: " in out and "the spec gives" in out and "the encoding" in out, out
     assert "no proof is reported" in out, out
     rows = [line for line in out.splitlines() if line and not line.startswith((" ", "schedcheck", "claim", "verdict",
                                                                                  "the encoding"))]
-    assert all(line.startswith(C.ROWS) for line in rows), out  # no proof row at all
+    assert all(line.startswith(VALIDATION_ROWS) for line in rows), out  # no proof row at all
     return out
 
 

@@ -63,6 +63,7 @@ import z3
 
 from proofs.smt import conformance
 from proofs.smt import serving_blocks as B
+from proofs.smt import serving_cache as SC
 from proofs.smt import serving_fold as F
 from proofs.smt import serving_model as M
 from proofs.smt.run import Claim, up_to
@@ -756,9 +757,10 @@ def claims(max_requests: int = 8, mutant: str | None = None) -> list[Claim]:
         name = c.claim.split(" (")[0]
         return (order.index(name) if name in order else len(order), c.claim)
 
-    body = sorted(rows[2:2 + len(names) + len(M.NOT_ENCODED)] + blocks, key=place)
+    caching = SC.claims(n, mutant)  # prefix caching on: refcount_exact, no_false_sharing, their validation
+    body = sorted(rows[2:2 + len(names) + len(M.NOT_ENCODED)] + blocks + caching[2:], key=place)
     # Every proof is about the encoding; it counts only when the encoding agreed with the spec that runs.
-    validation = conformance.claims("serving", n, mutant)
+    validation = conformance.claims("serving", n, mutant) + caching[:2]
     checked = tuple(c.claim for c in validation)
     return validation + [replace(c, depends=c.depends + checked)
                          for c in head + body + rows[2 + len(names) + len(M.NOT_ENCODED):]]
