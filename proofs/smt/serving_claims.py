@@ -36,6 +36,11 @@ What it establishes (each a row of ``schedcheck prove --model serving``; ``claim
   request) and ``finding:one_request_ahead_preempts_twice`` (the conjecture "at most one
   preemption per request ahead" refuted by a 2-request run Z3 finds, replayed on
   ``spec.serving.run``: status ``refuted``, which is the finding);
+- ``no_false_sharing`` and ``refcount_exact`` hold by construction in this encoding
+  (prefix caching off: no pool); with caching on, ``refcount_exact (prefix caching)``,
+  ``no_false_sharing (prefix caching)``, ``lemma:cache_content (prefix caching)`` and
+  their two validation rows are ``proofs.smt.serving_cache``'s (a per-block system of
+  pool events), registered here;
 - first of all, the validation rows of ``proofs.smt.conformance`` (the encodings
   against the spec that runs), on which every other row depends.
 
