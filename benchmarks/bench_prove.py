@@ -10,8 +10,9 @@ invariant and lemma, ``termination_ranking``, ``abstraction_refinement``) and th
 policy theorem (``jump_is_idle_ticks`` and the product induction, n = 1..N; left
 out above --policy-max).  Per group: wall seconds, CPU seconds of the children
 (``RUSAGE_CHILDREN``: less sensitive than wall seconds to other work on the
-machine), the slowest row, and whether every row was proved; a group with a row
-killed at ``--budget`` says so (``killed``) instead of a figure.  Each claim runs
+machine), the slowest row, and whether every row passed; a group with a row
+killed at its wall-clock net says so (``killed``) instead of a figure.  A third
+group: the validation rows (the encoding against the spec that runs).  Each claim runs
 in its own child process under the budget (``proofs.smt.run``), one at a time so
 that the figures do not depend on the other worker.  ``--default`` also times the
 default ``schedcheck prove`` (two workers) end to end, wall and CPU.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import resource
+from dataclasses import replace
 import statistics
 import subprocess
 import sys
@@ -40,9 +42,9 @@ def _children_cpu() -> float:
 def _assumes_only(row: dict, proved: set) -> bool:
     """The row was downgraded only for assuming rows that were not run with it but are in ``proved``."""
     detail = str(row["detail"])
-    if row["status"] != "unknown" or not detail.startswith("assumes ") or not detail.endswith(": not proved"):
+    if row["status"] != "unknown" or not detail.startswith("assumes ") or not detail.endswith(": not passed"):
         return False
-    return set(detail[len("assumes "):-len(": not proved")].split(", ")) <= proved
+    return set(detail[len("assumes "):-len(": not passed")].split(", ")) <= proved
 
 
 def _timed(claims: list, budget: float, only: str | None, proved: set = frozenset()) -> dict | None:
@@ -54,7 +56,8 @@ def _timed(claims: list, budget: float, only: str | None, proved: set = frozense
     cpu, started = _children_cpu(), time.monotonic()
     rows = z3_run.run_claims(claims, budget, workers=1)
     wall, cpu = time.monotonic() - started, _children_cpu() - cpu
-    killed = [r["claim"] for r in rows if r["status"] == "unknown" and "killed at" in str(r["detail"])]
+    killed = [r["claim"] for r in rows if r["status"] == "unknown"
+              and ("killed at" in str(r["detail"]) or "CPU budget" in str(r["detail"]))]
     slowest = max(rows, key=lambda r: r["seconds"])
     return {
         "wall": wall,
@@ -62,9 +65,9 @@ def _timed(claims: list, budget: float, only: str | None, proved: set = frozense
         "slowest": (slowest["claim"], slowest["seconds"]),
         "killed": killed,
         # with --claims, a row's dependencies are not run, so "proved, but assumes an unrun row" counts as its own proof
-        "all_proved": all(r["status"] == "proved" or _assumes_only(r, proved)
+        "all_proved": all(z3_run.passes(r) or _assumes_only(r, proved)
                           or (only is not None and str(r["detail"]).startswith("assumes ")) for r in rows),
-        "proved": {r["claim"] for r in rows if r["status"] == "proved"},
+        "proved": {r["claim"] for r in rows if z3_run.passes(r)},
     }
 
 
@@ -72,10 +75,17 @@ def measure(n: int, budget: float, policy_max: int, only: str | None = None) -> 
     """One run of the rows at bound ``n`` (every row, or those whose name contains ``only``), one at a time."""
     claims = [c for c in z3_claims.claims(n, policy_jobs=n) if c.method not in ("bounded",)
               and not c.claim.endswith("(abstraction)") and (only is None or only in c.claim)]
-    per_job = [c for c in claims if c.claim not in POLICY]
+    validation = [c for c in claims if c.kind == "validation"]
+    checked = _timed(validation, budget, only)
+    done = checked["proved"] if checked else frozenset()
+    if checked and checked["all_proved"]:  # the groups are timed apart: the others need not wait for the validation
+        names = {c.claim for c in validation}
+        claims = [replace(c, depends=tuple(d for d in c.depends if d not in names)) for c in claims]
+    per_job = [c for c in claims if c.claim not in POLICY and c.kind != "validation"]
     policy = [c for c in claims if c.claim in POLICY] if n <= policy_max else []
-    first = _timed(per_job, budget, only)
-    return {"per_job": first, "policy": _timed(policy, budget, only, first["proved"] if first else frozenset())}
+    first = _timed(per_job, budget, only, done)
+    return {"validation": checked, "per_job": first,
+            "policy": _timed(policy, budget, only, (first["proved"] if first else frozenset()) | done)}
 
 
 def _cells(runs: list, budget: float) -> list[str]:
@@ -104,7 +114,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[4, 8, 12, 16])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--budget", type=float, default=300.0, help="wall seconds per row before it is killed")
+    parser.add_argument("--budget", type=float, default=300.0, help="CPU seconds per row (the ledger's --budget)")
     parser.add_argument("--policy-max", type=int, default=10**6, help="leave the policy theorem out above this N")
     parser.add_argument("--default", action="store_true", help="also time the default `schedcheck prove`")
     parser.add_argument("--claims", metavar="SUBSTRING", help="time only the rows whose name contains this")
@@ -117,8 +127,8 @@ def main(argv=None) -> int:
     print(f"runs per size: {args.runs} (median); budget {args.budget:g} s per row")
     print("| N (every n <= N) | per-job rows: wall (s) | per-job rows: CPU (s) | slowest per-job row (s) "
           "| per-job all proved | policy theorem: wall (s) | policy theorem: CPU (s) | slowest policy row (s) "
-          "| policy all proved |")
-    print("|---|---:|---:|---|---|---:|---:|---|---|")
+          "| policy all proved | validation: wall (s) | validation: CPU (s) | slowest validation row (s) | checked |")
+    print("|---|---:|---:|---|---|---:|---:|---|---|---:|---:|---|---|")
     settings = [None, z3_claims.ARITH_SOLVER] if args.compare_arith else [z3_claims.ARITH_SOLVER]
     for n in args.sizes:
         runs: dict = {setting: [] for setting in settings}
@@ -128,7 +138,8 @@ def main(argv=None) -> int:
                 runs[setting].append(measure(n, args.budget, args.policy_max, args.claims))
         for setting in settings:
             cells = (_cells([r["per_job"] for r in runs[setting]], args.budget)
-                     + _cells([r["policy"] for r in runs[setting]], args.budget))
+                     + _cells([r["policy"] for r in runs[setting]], args.budget)
+                     + _cells([r["validation"] for r in runs[setting]], args.budget))
             label = f" (arith.solver {'default' if setting is None else setting})" if args.compare_arith else ""
             print(f"| {n}{label} | " + " | ".join(cells) + " |", flush=True)
     if args.default:

@@ -22,10 +22,20 @@ def ledger():
     return prove_command.prove(max_jobs=SMALL, budget=60, policy_jobs=SMALL)
 
 
-def test_every_claim_is_proved_at_a_small_n(ledger):
-    not_proved = [(r["claim"], r["status"], r["detail"]) for r in ledger if r["status"] != "proved"]
-    assert not not_proved
+def test_every_claim_passes_at_a_small_n_with_the_status_of_its_kind(ledger):
+    failed = [(r["claim"], r["status"], r["detail"]) for r in ledger if not z3_run.passes(r)]
+    assert not failed
     assert z3_run.verdict(ledger) == "pass" and z3_run.exit_code(ledger) == 0
+    status = {r["claim"]: r["status"] for r in ledger}
+    assert status["encoding matches spec.step"] == status["predicates match the registry"] == "checked"
+    for name in list(z3_claims.BY_CONSTRUCTION) + ["every_job_completes_once"]:
+        assert status[name] == "by construction", name
+    assert {status[name] for name in status if name.startswith("lemma:")} == {"lemma"}
+    assert {status[name] for name in z3_claims.state_invariant_names() if name not in z3_claims.BY_CONSTRUCTION
+            and name != "every_job_completes_once"} == {"proved"}
+    text = prove_command.render(ledger, seconds=False)
+    assert f"verdict: pass  ({sum(s == 'proved' for s in status.values())} proved, 3 by construction, 6 lemmas, " \
+           "2 checked against the spec" in text
 
 
 def test_the_ledger_covers_every_registry_state_invariant_and_theorem(ledger):
@@ -47,7 +57,7 @@ def test_every_row_states_its_bound_as_it_is(ledger):
                  "work_conservation (abstraction)", "policy_continuous_starts_no_later"):
         assert rows[name]["bound"] == f"n <= {SMALL}", rows[name]
     assert not any("any n" in r["bound"] for r in ledger)
-    assert all(r["hypotheses_satisfiable"] == "yes" for r in ledger)
+    assert all(r["hypotheses_satisfiable"] == ("-" if r["kind"] == "validation" else "yes") for r in ledger)
 
 
 def test_domain_rule_counterexamples_are_concrete(ledger):
@@ -83,9 +93,15 @@ def test_mutant_admitting_while_active_le_slots_refutes_slot_bound():
     assert z3_run.exit_code(rows) == 1 and z3_run.verdict(rows) == "fail"
 
 
-def test_a_tiny_budget_makes_claims_unknown_never_proved():
-    rows = prove_command.prove(max_jobs=SMALL, budget=0.001, only=["worked_example_1"])
-    assert rows and all(r["status"] == "unknown" for r in rows)
+def _spinner():
+    while True:  # burns CPU until the CPU budget ends it
+        pass
+
+
+def test_a_claim_that_uses_up_its_cpu_budget_is_unknown_never_proved():
+    rows = z3_run.run_claims([z3_run.Claim("spins", "inductive", "n=1", _spinner)], budget=1, wall=60)
+    assert rows[0]["status"] == "unknown" and "whole CPU budget of 1 s" in rows[0]["detail"], rows[0]
+    assert rows[0]["cpu_seconds"] == 1.0
     assert z3_run.verdict(rows) == outcomes.UNKNOWN and z3_run.exit_code(rows) == 2
 
 
@@ -94,9 +110,14 @@ def _sleeper():
     return {"status": "proved", "counterexample": None}
 
 
-def test_the_wall_clock_limit_really_stops_a_claim():
-    rows = z3_run.run_claims([z3_run.Claim("sleeps", "inductive", "n=1", _sleeper)], budget=0.5)
-    assert rows[0]["status"] == "unknown" and "killed" in rows[0]["detail"]
+def test_the_wall_clock_safety_net_really_stops_a_claim():
+    rows = z3_run.run_claims([z3_run.Claim("sleeps", "inductive", "n=1", _sleeper)], budget=0.5, wall=1)
+    assert rows[0]["status"] == "unknown" and "killed at the wall-clock safety net of 1 s" in rows[0]["detail"]
+    assert z3_run.wall_limit(120) == 4 * 120 + 30  # the default net: a CPU budget finishes under a load of 4x
+
+
+def test_each_row_reports_the_cpu_it_used(ledger):
+    assert all(isinstance(r["cpu_seconds"], float) and r["cpu_seconds"] >= 0 for r in ledger)
 
 
 def test_a_proof_that_assumes_an_unproved_row_is_unknown():
@@ -132,10 +153,13 @@ def test_cli_json_shape_and_stable_output(tmp_path, capsys):
     first = capsys.readouterr().out
     data = json.loads(path.read_text())
     assert data["verdict"] == "pass"
-    assert all(set(r) == {"claim", "status", "method", "bound", "hypotheses_satisfiable", "refuted_by", "seconds",
-                          "counterexample"} for r in data["results"])
-    assert all(r["hypotheses_satisfiable"] == "yes" and r["refuted_by"] in z3_model.MUTANTS for r in data["results"])
-    assert {r["status"] for r in data["results"]} == {"proved"}
+    assert all(set(r) == {"claim", "status", "kind", "method", "bound", "hypotheses_satisfiable", "refuted_by",
+                          "seconds", "cpu_seconds", "counterexample"} for r in data["results"])
+    assert all(r["refuted_by"] in z3_model.MUTANTS for r in data["results"])
+    pairs = {(r["status"], r["hypotheses_satisfiable"]) for r in data["results"]}
+    assert {("proved", "yes"), ("checked", "-")} <= pairs <= {("proved", "yes"), ("checked", "-"), ("lemma", "yes"),
+                                                              ("by construction", "yes")}
+    assert [r["claim"] for r in data["results"]][:2] == ["encoding matches spec.step", "predicates match the registry"]
     assert "without ids_unique: Z3 breaks no_duplicate_active" in first
     assert _run_cli(argv[:-1] + ["--no-seconds"]) == 0
     second = capsys.readouterr().out
@@ -191,7 +215,7 @@ def test_the_by_construction_rows_need_no_step_and_are_not_counted_as_inductive(
     inductive = {r["claim"] for r in ledger if r["method"] == "inductive"}
     assert not inductive & (set(z3_claims.BY_CONSTRUCTION) | {"every_job_completes_once"})
     text = prove_command.render(ledger, seconds=False)
-    assert "of which 3 by construction" in text
+    assert ", 3 by construction, " in text
 
 
 def test_every_row_names_a_mutant_and_each_mutant_refutes_its_row():
@@ -286,3 +310,31 @@ def test_every_chapter_check_uses_the_configured_arithmetic_solver(monkeypatch):
     monkeypatch.setattr(z3_claims, "ARITH_SOLVER", None)
     z3_claims._solver()
     assert seen == []  # Z3's default arithmetic solver
+
+
+def test_the_reports_read_the_statuses_of_every_kind():
+    """JUnit, SARIF and HTML: by construction, lemma, checked and a finding's refutation pass; a refuted validation
+    row fails and carries the state, the field and both values."""
+    from proofs.report import ci as ci_reports
+    from proofs.report import html
+
+    def row(claim, status, kind, cex=None):
+        return {"claim": claim, "status": status, "kind": kind, "method": "m", "bound": "b",
+                "hypotheses_satisfiable": "yes", "refuted_by": "no_jump", "seconds": 0.1, "cpu_seconds": 0.1,
+                "counterexample": cex}
+
+    disagreement = {"n": 4, "state": "schedule([...]) after 3 step(s)", "field": "busy", "spec": 1, "encoding": 2}
+    rows = [row("fifo_order", "by construction", "construction"), row("lemma:x", "lemma", "lemma"),
+            row("predicates match the registry", "checked", "validation"),
+            row("finding:y", "refuted", "finding", {"call": "serve()", "breaks": "y"}),
+            row("encoding matches spec.step", "refuted", "validation", disagreement)]
+    report = {"verdict": z3_run.verdict(rows), "results": rows}
+    assert report["verdict"] == "fail" and z3_run.exit_code(rows) == 1
+    assert z3_run.verdict(rows[:4]) == "pass"  # a finding's refutation is its result
+    xml = ci_reports.junit_xml("prove", report)
+    assert 'failures="1"' in xml and "field: busy: the spec gives 1, the encoding 2" in xml
+    log = ci_reports.sarif_log("prove", report)
+    assert [r["ruleId"] for r in log["runs"][0]["results"]] == ["encoding matches spec.step"]
+    page = html.prove_page(report)
+    assert "1 by construction, 1 lemmas, 1 checked against the spec, 1 findings" in page
+    assert "field: busy: the spec gives 1, the encoding 2" in page

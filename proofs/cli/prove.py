@@ -1,12 +1,16 @@
-"""The ``schedcheck prove`` subcommand: run every Z3 claim and print the ledger.
+"""The ``schedcheck prove`` subcommand: check the encodings against the spec that runs, run every Z3 claim, print the ledger.
 
-What it establishes: the ledger reports, per claim, what ``proofs.smt.claims``
-returned within the wall-clock budget (``proofs.smt.run``): status, method, bound,
-whether its hypotheses are satisfiable, the mutant that refutes it, seconds.  Exit
-codes from ``proofs.outcomes``: 0 when every claim is proved, 1 when one is
-refuted, 2 when one is unknown or vacuous (a timeout is never a pass).  Bounds:
-per-job claims for every n from 1 to ``--max-jobs``; the policy theorem for every
-n from 1 to ``--policy-jobs``.
+What it establishes: the ledger reports, per claim, what ``proofs.smt.claims`` (or
+``proofs.smt.serving_claims``) returned within its CPU budget (``proofs.smt.run``):
+status, method, bound, whether its hypotheses are satisfiable, the mutant that refutes
+it, wall and CPU seconds.  The validation rows (``proofs.smt.conformance``) run first;
+when one is refuted (the encoding is not the spec's step), the other claims are
+stopped and no proof is reported.  Exit codes from ``proofs.outcomes``: 0 when every
+row passes (proved, by construction, lemma, checked, a finding's refutation), 1 when
+one is refuted, 2 when one is unknown or vacuous (running out of budget is never a
+pass).  Bounds: per-job claims for every n from 1 to ``--max-jobs``; the policy
+theorem for every n from 1 to ``--policy-jobs``; the serving model's per-request
+claims for every n from 1 to ``--max-requests``, and its any-n rows for every n.
 """
 
 from __future__ import annotations
@@ -19,13 +23,20 @@ from proofs.cli.paths import HTML_HELP, output_problem
 from proofs.report import ci as ci_reports
 
 HELP_EPILOG = """exit codes:
-  0  every claim proved
-  1  a claim was refuted (its counterexample is printed)
+  0  every row passes: proved, by construction, lemma, checked, or a finding's conjecture refuted
+  1  a claim was refuted (its counterexample is printed), or the encoding disagrees with the spec
+     that runs (the state, the field and both values are printed, and no proof is reported)
   2  usage error, or a claim is unknown (timed out, the solver gave up) or vacuous
      (its hypotheses are unsatisfiable, so its check proves nothing)
 
+statuses: proved (a theorem about the step), by construction (true of every state of the
+representation, no step needed), lemma (a helper fact the proofs use), checked (the encoding
+agreed with spec.step and the registry on every state tried: a test, not a proof), refuted,
+unknown, vacuous.  Every run first checks the encoding against the spec that runs (rows
+"encoding matches spec.step" and "predicates match the registry"); every proof depends on them.
+
 columns: claim, status, method (inductive, by construction, witness, one step,
-abstraction, product induction, bounded), bound (n <= N: every n from 1 to N),
+abstraction, product induction, bounded, validation), bound (n <= N: every n from 1 to N),
 hyp sat (the claim's hypotheses are satisfiable: yes/no), refuted by (the mutant
 of the step or the encoding under which Z3 refutes the claim: --mutant NAME), seconds.
 
@@ -34,10 +45,11 @@ finds the concrete run shown (breaking the named claim), and with every rule tha
 claim is proved."""
 
 DEFAULT_MAX_JOBS = 16  # every per-job row for n = 1..16 (docs/prove.md, "Growth with the bound")
-DEFAULT_MAX_REQUESTS = 6  # the serving model: every per-request row for n = 1..6 (docs/prove.md, "Serving model")
+DEFAULT_MAX_REQUESTS = 8  # the serving model: every per-request row for n = 1..8 but those CAPPED (docs/prove.md, "Serving model")
 DEFAULT_BUDGET = 120.0
 DEFAULT_POLICY_JOBS = 16  # the policy theorem for n = 1..16
-FIELDS = ("claim", "status", "method", "bound", "hypotheses_satisfiable", "refuted_by", "seconds", "counterexample")
+FIELDS = ("claim", "status", "kind", "method", "bound", "hypotheses_satisfiable", "refuted_by", "seconds",
+          "cpu_seconds", "counterexample")
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -62,7 +74,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--policy-jobs", type=int, default=DEFAULT_POLICY_JOBS, metavar="N",
                         help=f"the policy theorem for every n from 1 to N, at most --max-jobs (default {DEFAULT_POLICY_JOBS})")
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET, metavar="S",
-                        help=f"wall-clock seconds per claim; a claim still running is killed and unknown (default {DEFAULT_BUDGET:g})")
+                        help=f"CPU seconds per claim (a claim that uses them up is unknown); the wall-clock safety net is "
+                        f"4x that plus 30 s, so a loaded machine does not cut a claim short (default {DEFAULT_BUDGET:g})")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
     ci_reports.add_output_arguments(parser)
     parser.add_argument("--html", metavar="PATH", help=HTML_HELP)
@@ -78,22 +91,12 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def prove(max_jobs: int = DEFAULT_MAX_JOBS, budget: float = DEFAULT_BUDGET, mutant: str | None = None,
           only: list[str] | None = None, workers: int = 2, policy_jobs: int | None = DEFAULT_POLICY_JOBS) -> list[dict]:
-    """The ledger rows (with a ``detail`` field beside the JSON's six)."""
+    """The ledger rows (with a ``detail`` field beside the JSON's fields)."""
     from proofs.smt import claims as z3_claims
     from proofs.smt import run as z3_run
 
-    claims = z3_claims.claims(max_jobs, mutant, policy_jobs)
-    if only:  # the selected claims and every row they assume
-        by_name = {c.claim: c for c in claims}
-        keep = {c.claim for c in claims if any(part in c.claim for part in only)}
-        frontier = list(keep)
-        while frontier:
-            for dep in by_name[frontier.pop()].depends:
-                if dep in by_name and dep not in keep:
-                    keep.add(dep)
-                    frontier.append(dep)
-        claims = [c for c in claims if c.claim in keep]
-    return z3_run.run_claims(claims, budget, workers)
+    claims = _select(z3_claims.claims(max_jobs, mutant, policy_jobs), only)
+    return z3_run.run_claims(claims, budget, workers, stop_on_disagreement=mutant is None)
 
 
 def prove_serving(max_requests: int = DEFAULT_MAX_REQUESTS, budget: float = DEFAULT_BUDGET, mutant: str | None = None,
@@ -103,15 +106,16 @@ def prove_serving(max_requests: int = DEFAULT_MAX_REQUESTS, budget: float = DEFA
     from proofs.smt import serving_claims
 
     claims = _select(serving_claims.claims(max_requests, mutant), only)
-    return z3_run.run_claims(claims, budget, workers)
+    return z3_run.run_claims(claims, budget, workers, stop_on_disagreement=mutant is None)
 
 
 def _select(claims: list, only: list[str] | None) -> list:
-    """The claims whose name contains one of ``only``, and every row they assume (all when ``only`` is empty)."""
+    """The claims whose name contains one of ``only``, every row they assume, and the validation rows, which
+    every run checks (all when ``only`` is empty)."""
     if not only:
         return claims
     by_name = {c.claim: c for c in claims}
-    keep = {c.claim for c in claims if any(part in c.claim for part in only)}
+    keep = {c.claim for c in claims if c.kind == "validation" or any(part in c.claim for part in only)}
     frontier = list(keep)
     while frontier:
         for dep in by_name[frontier.pop()].depends:
@@ -131,6 +135,9 @@ def _counterexample_lines(row: dict) -> list[str]:
     cex = row["counterexample"]
     if not cex:
         return []
+    if isinstance(cex, dict) and "field" in cex and "state" in cex:  # a validation row's disagreement
+        return [f"    state (n={cex.get('n')}): {cex['state']}",
+                f"    field: {cex['field']}: the spec gives {cex['spec']!r}, the encoding {cex['encoding']!r}"]
     if isinstance(cex, dict) and "call" in cex:
         lines = []
         if "without_rule" in cex:
@@ -148,27 +155,36 @@ def _counterexample_lines(row: dict) -> list[str]:
     return [f"    counterexample: {json.dumps(cex, sort_keys=True, default=str)}"]
 
 
+DISAGREEMENT = ("the encoding disagrees with the spec that runs: no proof is reported (the proofs would be about "
+                "another step)")
+
+
+def disagrees(rows: list[dict]) -> bool:
+    """True when a validation row is refuted: the ledger then reports no proof."""
+    return any(r.get("kind") == "validation" and r["status"] == "refuted" for r in rows)
+
+
 def render(rows: list[dict], seconds: bool = True, mutant: str | None = None, model: str = "chapter") -> str:
     """The printed ledger: one row per claim, seconds last (omitted with seconds=False)."""
-    from proofs.smt.run import verdict
+    from proofs.smt.run import PASSING, summary, verdict
 
-    header = ["claim", "status", "method", "bound", "hyp sat", "refuted by"] + (["seconds"] if seconds else [])
+    header = ["claim", "status", "method", "bound", "hyp sat", "refuted by"] + (["seconds", "cpu s"] if seconds else [])
     table = [[r["claim"], r["status"], r["method"], r["bound"], r["hypotheses_satisfiable"], r["refuted_by"] or "-"]
-             + ([f"{r['seconds']:.2f}"] if seconds else []) for r in rows]
+             + ([f"{r['seconds']:.2f}", "-" if r.get("cpu_seconds") is None else f"{r['cpu_seconds']:.2f}"]
+                if seconds else []) for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *table)]
     out = ["schedcheck prove  engine=z3" + (f"  model={model}" if model != "chapter" else "")
            + (f"  mutant={mutant}" if mutant else "")]
     out.append("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
     for row, cells in zip(rows, table):
         out.append("  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip())
-        if row["status"] != "proved" or row["claim"].startswith(("rule_needed:", "finding:")):
+        if row["status"] not in PASSING or row["claim"].startswith("rule_needed:"):
             out += _counterexample_lines(row)
         if row["status"] in ("unknown", "vacuous") and row.get("detail"):
             out.append(f"    {row['status']}: {row['detail'].splitlines()[0][:300]}")
-    counts = {s: sum(r["status"] == s for r in rows) for s in ("proved", "refuted", "unknown", "vacuous")}
-    by_construction = sum(r["status"] == "proved" and r["method"] == "by construction" for r in rows)
-    out.append(f"verdict: {verdict(rows)}  ({counts['proved']} proved, of which {by_construction} by construction; "
-               f"{counts['refuted']} refuted, {counts['unknown']} unknown, {counts['vacuous']} vacuous)")
+    if disagrees(rows) and not mutant:
+        out.append(DISAGREEMENT)
+    out.append(f"verdict: {verdict(rows)}  ({summary(rows)})")
     return "\n".join(out)
 
 

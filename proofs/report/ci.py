@@ -179,7 +179,7 @@ def _contract_text(contracts: list[dict]) -> str:
     return "\n".join(lines)
 
 
-PROVE_FIELDS = ("status", "method", "bound", "hypotheses_satisfiable", "refuted_by")
+PROVE_FIELDS = ("status", "kind", "method", "bound", "hypotheses_satisfiable", "refuted_by")
 
 
 def _prove_cases(report: dict) -> list[dict]:
@@ -189,7 +189,7 @@ def _prove_cases(report: dict) -> list[dict]:
         header = (f"{claim}: {status} ({row.get('method')}, {row.get('bound')}, hypotheses satisfiable: "
                   f"{row.get('hypotheses_satisfiable')}, refuted by mutant {row.get('refuted_by')})")
         fields = {"properties": {k: str(row.get(k)) for k in PROVE_FIELDS}, "seconds": row.get("seconds")}
-        if status == "proved":
+        if _prove_passes(row):
             cases.append({"name": claim, "outcome": "passed", **fields})
         elif status == "refuted":
             cases.append({"name": claim, "outcome": "failure", "type": "refuted",
@@ -200,12 +200,23 @@ def _prove_cases(report: dict) -> list[dict]:
     return cases
 
 
+def _prove_passes(row: dict) -> bool:
+    """A ledger row that passes (``proofs.smt.run.passes``): proved, by construction, lemma, checked, or a finding's
+    conjecture refuted (its expected result)."""
+    from proofs.smt.run import passes
+
+    return passes(row)
+
+
 def _prove_text(row: dict) -> str:
     claim = row.get("claim", "")
     lines = [f"{claim}: {row.get('status')}  engine=z3  method={row.get('method')}  bound={row.get('bound')}  "
              f"hypotheses_satisfiable={row.get('hypotheses_satisfiable')}  refuted_by={row.get('refuted_by')}"]
     cex = row.get("counterexample")
-    if isinstance(cex, dict) and "call" in cex:
+    if isinstance(cex, dict) and "field" in cex and "state" in cex:  # the encoding disagrees with the spec that runs
+        lines.append(f"state (n={cex.get('n')}): {cex['state']}")
+        lines.append(f"field: {cex['field']}: the spec gives {cex.get('spec')!r}, the encoding {cex.get('encoding')!r}")
+    elif isinstance(cex, dict) and "call" in cex:
         lines.append(f"breaks {cex.get('breaks', claim)}: {cex['call']}")
         if "after_steps" in cex:
             lines.append(f"# after {cex['after_steps']} step(s): {json.dumps(cex.get('state'), sort_keys=True, default=str)}")
@@ -521,13 +532,15 @@ def _results(kind: str, report: dict, target_text: str | None, save_dir: str, ro
             out.append((broken[0], text, locations, properties))
     else:
         for row in report.get("results", []):
-            if row.get("status") != "refuted":
+            if row.get("status") != "refuted" or _prove_passes(row):
                 continue
             rule = _prove_rule(row)
             cex = row.get("counterexample")
             call = cex.get("call") if isinstance(cex, dict) else None
+            what = ("the Z3 encoding disagrees with the spec that runs (no proof of this run is reported)"
+                    if row.get("kind") == "validation" else _claim_of(rule))
             text = (
-                f"{row.get('claim')} refuted by Z3 ({row.get('method')}, {row.get('bound')}): {_claim_of(rule)}\n"
+                f"{row.get('claim')} refuted by Z3 ({row.get('method')}, {row.get('bound')}): {what}\n"
                 + (f"minimal input: {call}\n" if call else "")
                 + (f"counterexample: {json.dumps(cex, sort_keys=True, default=str)}\n" if cex and not call else "")
                 + f"replay: schedcheck prove --claims {shlex.quote(str(row.get('claim')))}"
@@ -633,7 +646,7 @@ def _invocation(kind: str, report: dict) -> dict:
         if notes:
             invocation["toolExecutionNotifications"] = notes
     if kind == "prove":
-        unknown = [row for row in report.get("results", []) if row.get("status") not in ("proved", "refuted")]
+        unknown = [row for row in report.get("results", []) if row.get("status") in ("unknown", "vacuous")]
         if unknown:
             invocation["toolExecutionNotifications"] = [
                 {"level": "warning",

@@ -52,7 +52,7 @@ th{background:#f3f4f6} td.num{text-align:right;font-variant-numeric:tabular-nums
 .verdict-pass,.verdict-proved,.verdict-no-difference,.verdict-fix{background:#dcfce7;color:#166534}
 .verdict-fail,.verdict-refuted,.verdict-regression,.verdict-difference{background:#fee2e2;color:#991b1b}
 .verdict-incomplete,.verdict-unknown,.verdict-vacuous,.verdict-error,.verdict-skipped{background:#fef3c7;color:#92400e}
-.status-finished,.status-proved,.status-passed,.status-pass{color:#166534}
+.status-finished,.status-proved,.status-passed,.status-pass,.status-by-construction,.status-lemma,.status-checked{color:#166534}
 .status-unfinished,.status-refuted,.status-fail{color:#991b1b;font-weight:600}
 .status-unknown,.status-vacuous,.status-incomplete,.status-error{color:#92400e;font-weight:600}
 article.counterexample,article.difference{border:1px solid #fca5a5;border-left:5px solid #dc2626;padding:10px 14px;margin:14px 0}
@@ -689,10 +689,9 @@ def prove_page(report: dict, seconds: bool = True, mutant: str | None = None) ->
     """The page of a ``prove`` run: the ledger (claim, status, method, bound, hypotheses satisfiable, refuted by)."""
     _require_report(report)
     rows = report.get("results") or []
-    counts = {s: sum(r.get("status") == s for r in rows) for s in ("proved", "refuted", "unknown", "vacuous")}
-    by_construction = sum(r.get("status") == "proved" and r.get("method") == "by construction" for r in rows)
-    summary = (f"{str(report.get('verdict')).upper()}  ({counts['proved']} proved, of which {by_construction} by "
-               f"construction; {counts['refuted']} refuted, {counts['unknown']} unknown, {counts['vacuous']} vacuous)")
+    from proofs.smt.run import summary as tally
+
+    summary = f"{str(report.get('verdict')).upper()}  ({tally(rows)})"
     body = ["<h1>schedcheck prove" + (f" <code>mutant={esc(mutant)}</code>" if mutant else "") + "</h1>",
             _verdict_badge(report.get("verdict"), summary),
             '<section id="ledger"><h2>Ledger</h2>', '<table class="ledger">',
@@ -709,7 +708,7 @@ def prove_page(report: dict, seconds: bool = True, mutant: str | None = None) ->
         body.append(f'<tr class="claim"{_attrs(data_claim=row.get("claim"), data_status=status, data_method=row.get("method"), data_bound=row.get("bound"))}>'
                     + "".join(cells) + "</tr>")
         cex = row.get("counterexample")
-        if cex and (status != "proved" or str(row.get("claim", "")).startswith("rule_needed:")):
+        if cex and (status in ("refuted", "unknown", "vacuous") or str(row.get("claim", "")).startswith("rule_needed:")):
             text = _prove_counterexample(cex)
             body.append(f'<tr class="claim-counterexample"><td colspan="{7 if seconds else 6}"><pre>{esc(text)}</pre>'
                         f'replay: <code class="replay">{esc("schedcheck prove --claims " + _quote(row.get("claim")))}</code></td></tr>')
@@ -724,6 +723,9 @@ def _quote(text) -> str:
 
 
 def _prove_counterexample(cex) -> str:
+    if isinstance(cex, dict) and "field" in cex and "state" in cex:  # the encoding disagrees with the spec that runs
+        return (f"state (n={cex.get('n')}): {cex['state']}\n"
+                f"field: {cex['field']}: the spec gives {cex.get('spec')!r}, the encoding {cex.get('encoding')!r}")
     if isinstance(cex, dict) and "call" in cex:
         lines = []
         if "without_rule" in cex:

@@ -36,7 +36,10 @@ What it establishes (each a row of ``schedcheck prove``; ``claims(max_jobs)`` li
   checking finds a concrete run that breaks a named claim; with all rules that
   claim is proved.  Proved means both halves hold; ``RULE_SHOWS`` says what each run shows;
 - ``worked_example_*``: the chapter's examples on the encoding (bounded: the run
-  is unrolled to its end).
+  is unrolled to its end);
+- first of all, the validation rows of ``proofs.smt.conformance`` (the encoding
+  against the spec that runs), on which every other row depends.  Statuses: rows
+  true by construction read ``by construction`` and lemmas ``lemma`` (``_kind``).
 
 Every check first checks that its hypotheses are satisfiable (Init with the
 domain; the assumed invariants with the step): when they are not, the row is
@@ -51,11 +54,13 @@ says ``n <= max_jobs``); values unbounded.  Nothing runs at import time.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 from functools import partial
 
 import z3
 
+from proofs.smt import conformance
 from proofs.smt import model as M
 from proofs.smt import run
 from proofs.smt.run import Claim
@@ -867,8 +872,19 @@ def prove_policy(n: int, mutant: str | None = None) -> dict:
 # --- the ledger's claims --------------------------------------------------------------------
 
 
+def _kind(name: str, method: str) -> str:
+    """What a row is (``proofs.smt.run.KINDS``): lemmas, rows true by construction, registry invariants, theorems."""
+    if name.startswith("lemma:"):
+        return "lemma"
+    if method == "by construction":
+        return "construction"
+    if name in M.PREDICATES:
+        return "invariant"
+    return "theorem"
+
+
 def _claim(name: str, method: str, bound: str, run, depends=()) -> Claim:
-    return Claim(name, method, bound, run, tuple(depends), REFUTED_BY[name])
+    return Claim(name, method, bound, run, tuple(depends), REFUTED_BY[name], _kind(name, method))
 
 
 def claims(max_jobs: int = 16, mutant: str | None = None, policy_jobs: int | None = None) -> list[Claim]:
@@ -917,7 +933,10 @@ def claims(max_jobs: int = 16, mutant: str | None = None, policy_jobs: int | Non
     for name in WORKED_EXAMPLES:
         rows.append(_claim(name, "bounded", f"n = {len(WORKED_EXAMPLES[name][0])}",
                            partial(prove_worked_example, name, mutant), (TOTAL,)))
-    return rows
+    # Every proof is about the encoding; it counts only when the encoding agreed with the spec that runs.
+    validation = conformance.claims("chapter", n, mutant)
+    checked = tuple(c.claim for c in validation)
+    return validation + [replace(c, depends=c.depends + checked) for c in rows]
 
 
 def mutant_rows(max_jobs: int = 3, policy_jobs: int | None = None) -> list[Claim]:

@@ -61,10 +61,14 @@ MUTANTS = {
     # mutants of the encoding rather than of the step:
     "unsorted_jobs": "the encoding does not keep the jobs in FIFO order by (arrival, id)",
     "duplicate_ids": "the encoding does not require distinct ids",
+    # a mistranslated predicate (the validation against the registry refutes it: proofs.smt.conformance)
+    "slot_bound_strict": "the encoding of slot_bound says active < slots instead of <=",
 }
 
 # The mutants that change the encoding's domain (the representation), not the step.
 ENCODING_MUTANTS = ("unsorted_jobs", "duplicate_ids")
+# The mutants of a predicate's encoding, not of the step (only the validation reads them).
+PREDICATE_MUTANTS = ("slot_bound_strict",)
 
 
 @dataclass(frozen=True)

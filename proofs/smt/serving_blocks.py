@@ -408,8 +408,10 @@ def claims(max_requests: int, mutant: str | None = None, base: tuple = ()) -> li
     out = []
     for name in ROWS:
         depends = tuple(base) + tuple(_row(x) for x in SUPPORT[name])
+        kind = "lemma" if name.startswith("lemma:") else "invariant" if name.split(" (")[0] in M.PREDICATES or \
+            name in PREDICATES else "theorem"
         out.append(Claim(name, "inductive (per block)", f"n <= {n}, any block id",
-                         partial(up_to, partial(prove_row, name, mutant=mutant), n), depends, REFUTED_BY[name]))
+                         partial(up_to, partial(prove_row, name, mutant=mutant), n), depends, REFUTED_BY[name], kind))
     return out
 
 

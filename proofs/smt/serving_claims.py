@@ -28,7 +28,21 @@ What it establishes (each a row of ``schedcheck prove --model serving``; ``claim
 
 - ``kv_exclusive`` and the id rows (``kv_capacity (ids)``, ``kv_exact (ids)``,
   ``kv_freed_gives_back``, ``lemma:block_holders``): ``proofs.smt.serving_blocks``,
-  the per-block encoding for one symbolic block id, registered here.
+  the per-block encoding for one symbolic block id, registered here;
+- ``token_budget (any n)``, ``slot_bound (any n)``, ``kv_exclusive (any n)``,
+  ``kv_capacity (any n)`` and ``lemma:filter_sums``: ``proofs.smt.serving_fold``, the
+  passes as loops over positions, for every number of requests;
+- ``one_request_is_never_preempted`` (under the invariant, no step preempts a lone
+  request) and ``finding:one_request_ahead_preempts_twice`` (the conjecture "at most one
+  preemption per request ahead" refuted by a 2-request run Z3 finds, replayed on
+  ``spec.serving.run``: status ``refuted``, which is the finding);
+- ``no_false_sharing`` and ``refcount_exact`` hold by construction in this encoding
+  (prefix caching off: no pool); with caching on, ``refcount_exact (prefix caching)``,
+  ``no_false_sharing (prefix caching)``, ``lemma:cache_content (prefix caching)`` and
+  their two validation rows are ``proofs.smt.serving_cache``'s (a per-block system of
+  pool events), registered here;
+- first of all, the validation rows of ``proofs.smt.conformance`` (the encodings
+  against the spec that runs), on which every other row depends.
 
 Each consecution's negation is checked under the cone of its goal (``_cone``: the
 step equations, share definitions and blocks_for axioms its goal, support and the
@@ -47,11 +61,15 @@ Nothing runs at import time.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 import z3
 
+from proofs.smt import conformance
 from proofs.smt import serving_blocks as B
+from proofs.smt import serving_cache as SC
+from proofs.smt import serving_fold as F
 from proofs.smt import serving_model as M
 from proofs.smt.run import Claim, up_to
 
@@ -87,9 +105,13 @@ REFUTED_BY = {
     "termination_ranking": "drop_feasible_pool",
     "rule_needed:feasible_pool": "contradictory_step",
     "rule_needed:feasible_budget": "contradictory_step",
-    "finding:one_request_ahead_preempts_twice": "pool_plus_one",
+    "finding:one_request_ahead_preempts_twice": "contradictory_step",
+    "one_request_is_never_preempted": "drop_feasible_pool",
     "token_budget (any n)": "budget_plus_one",
     "kv_capacity (any n)": "pool_plus_one",
+    "kv_exclusive (any n)": "allocate_held_id",
+    "slot_bound (any n)": "admit_while_le_seqs",
+    "lemma:filter_sums": "negative_block_counts",
 }
 
 # Each domain rule -> the encoding mutant that drops it and what the run Z3 finds without it shows.
@@ -104,8 +126,38 @@ RULES = {
 RULE_N, RULE_DEPTH = 2, 6
 # Rows bounded lower than the rest, for cost: work_conserving at n = 6 takes about 30 to 45 s of CPU alone (the
 # other inductive rows 1 to 9 s at n = 6), and with n = 1..5 before it would pass the per-claim budget on a loaded machine.
-CAPPED = {"work_conserving": 5}
-SPLIT = ("work_conservation", "work_conserving", "running_first")  # rows proved one conjunct at a time, each a hypothesis of the next
+CAPPED = {"work_conserving": 5, "running_first": 6, "slot_bound": 7, "token_budget": 7, "kv_capacity": 7}
+# Registry rows with an any-n row (proofs.smt.serving_fold) about the spec's reachable states: a consecution at an n
+# above the bounded row's cap may assume the claim there, the any-n row being what justifies it (with Init, a claim
+# true of every reachable state strengthens any induction over them).
+ANY_N = {"token_budget": "token_budget (any n)", "slot_bound": "slot_bound (any n)",
+         "kv_capacity": "kv_capacity (any n)"}
+
+
+def caps(n: int) -> dict:
+    """Each invariant's and lemma's bound under a ledger bound of n: its own cap (``CAPPED``), lowered to the cap of any
+    row its consecution assumes that has no any-n row (an induction at n needs what it assumes at n)."""
+    out = {name: min(n, CAPPED.get(name, n)) for name in list(SUPPORT)}
+    changed = True
+    while changed:
+        changed = False
+        for name, support in SUPPORT.items():
+            low = min([out[name]] + [out[a] for a in support if a not in ANY_N and a in out])
+            if low < out[name]:
+                out[name], changed = low, True
+    return out
+
+
+def support_rows(name: str, n: int, bounds: dict) -> list:
+    """The rows that justify what ``name``'s consecution assumes, up to n: the bounded row, or its any-n row where
+    the bounded row stops below n."""
+    return [ANY_N[a] if a in ANY_N and bounds.get(a, n) < n else row_name(a) for a in SUPPORT[name]]
+
+
+def assumed_at(n: int, bounds: dict) -> list:
+    """The invariants and lemmas a check at n may assume: those proved at n, or true for any n."""
+    return [x for x in invariant_names() if bounds.get(x, n) >= n or x in ANY_N]
+SPLIT = ("work_conservation", "work_conserving", "running_first", "ranks")  # rows proved one conjunct at a time, each a hypothesis of the next
 HINTED = ("work_conservation",)  # rows whose goal starts with serving_model.step_hints (the ledger shares' moves)
 
 # What each consecution assumes of the pre-state besides the claim itself: the union
@@ -341,12 +393,14 @@ def _triangular(names) -> bool:
     return True
 
 
-def prove_total(n: int, mutant: str | None = None) -> dict:
-    """Every non-terminal state that satisfies the invariant has a successor."""
+def prove_total(n: int, mutant: str | None = None, bounds: dict | None = None) -> dict:
+    """Every non-terminal state that satisfies the invariant (the rows proved at n, ``bounds``) has a successor."""
     inp, (s, t) = _frames_setup(n, mutant)
     trans, terms, args = _step(inp, s, t, mutant, "total")
     solver = _solver()
-    solver.add(*M.domain(inp, mutant), *_strengthened(inp, s), z3.Not(M.is_terminal(inp, s)), *M.frame_defs(inp, s))
+    names = None if bounds is None else assumed_at(n, bounds)
+    solver.add(*M.domain(inp, mutant), *_strengthened(inp, s, names), z3.Not(M.is_terminal(inp, s)),
+               *M.frame_defs(inp, s))
     solver.add(M.blocks_axioms(inp, args))
     hyp = _hyp(solver)
     if hyp != "yes":
@@ -552,103 +606,67 @@ def prove_rule_needed(rule: str, mutant: str | None = None) -> dict:
                    f"no repeating state within {RULE_DEPTH} steps and n <= {RULE_N} without the rule")
 
 
-# --- any-n rows: the two passes as folds over the requests -------------------------------------
-
-
-def prove_budget_any_n(mutant: str | None = None) -> dict:
-    """Both passes together spend at most token_budget, for any number of requests: each pass is a fold whose one step Z3 proves.
-
-    The encoding writes request r's tokens as the closed form of a fold over the
-    requests before it (running pass: min(need, max(0, budget - needs before));
-    waiting pass: the chunk under max(0, budget left - known lengths before)).  Z3
-    proves, for one symbolic request and symbolic sums before it, that the fold's
-    budget left after it is the closed form one position on and never negative; by
-    induction over the positions (any n) the pass spends budget - (what is left) <= budget."""
-    budget, before, need, left1, known_before, kn = z3.Ints("budget before need left1 known_before kn")
-    chunked = z3.Bool("chunked")
-    start = budget + (1 if mutant == "budget_plus_one" else 0)  # what the running pass starts from
-    solver = _solver()
-    solver.add(budget >= 1, before >= 0, need >= 0, left1 >= 0, known_before >= 0, kn >= 1)
-    hyp = _hyp(solver)
-    if hyp != "yes":
-        return _not_sat(hyp, "one request and the sums before it")
-    left = M.zmax(0, start - before)
-    n = M.zmin(need, left)
-    wleft = M.zmax(0, left1 - known_before)
-    chunk = z3.If(chunked, M.zmin(kn, wleft), kn)
-    admitted = z3.And(wleft > 0, z3.Or(chunked, kn <= wleft))
-    goals = [
-        (M.zmax(0, start - 0) == budget, "the running pass starts with token_budget left"),
-        (z3.And(n >= 0, n <= left, M.zmax(0, start - (before + need)) == left - n), "a running-pass step"),
-        (z3.Implies(admitted, z3.And(chunk >= 1, chunk <= wleft,
-                                     M.zmax(0, left1 - (known_before + kn)) == wleft - chunk)), "a waiting-pass step"),
-    ]
-    for goal, what in goals:
-        status, model = _unsat(solver, z3.Not(goal))
-        if status != PROVED:
-            cex = None if model is None else {str(v): str(model.eval(v, True)) for v in
-                                              (budget, before, need, left1, known_before, kn, chunked)}
-            return _result(status, f"{what} fails", cex)
-    return _result(PROVED, "each pass is a fold that never lets the budget left go below 0: together they spend "
-                           "token_budget - left <= token_budget, for any number of requests")
-
-
-def prove_pool_any_n(mutant: str | None = None) -> dict:
-    """The blocks held after a tick are at most num_blocks, for any number of requests (the same fold argument for blocks)."""
-    pool, upto, q, free_before = z3.Ints("pool upto q free_before")
-    solver = _solver()
-    solver.add(pool >= 1, upto >= 0, q >= 0, free_before >= 0)
-    hyp = _hyp(solver)
-    if hyp != "yes":
-        return _not_sat(hyp, "one request and the sums before it")
-    limit = pool + (1 if mutant == "pool_plus_one" else 0)  # what the running pass compares with
-    # running pass: the kept prefix is the longest whose blocks (held + taken) fit; what it holds is that sum
-    kept_fits = z3.Implies(upto <= limit, pool - upto >= 0)
-    # waiting pass: a request is admitted only when its blocks fit what is free; free never goes below 0
-    adm_step = z3.Implies(q <= free_before, free_before - q >= 0)
-    for goal, what in ((kept_fits, "the kept prefix fits the pool"), (adm_step, "an admission step")):
-        status, model = _unsat(solver, z3.Not(goal))
-        if status != PROVED:
-            cex = None if model is None else {str(v): model.eval(v, True).as_long() for v in (pool, upto, q, free_before)}
-            return _result(status, f"{what} fails", cex)
-    return _result(PROVED, "the kept prefix holds at most num_blocks and each admission takes at most what is free: "
-                           "held after the tick <= num_blocks, for any number of requests")
-
-
 # --- a theorem users care about: how often can FCFS with recompute preempt one request? ------------
 
 FINDING = "finding:one_request_ahead_preempts_twice"
 FINDING_DEPTH = 7
+LONE = "one_request_is_never_preempted"
+FILTER = "lemma:filter_sums"
 
 
 def prove_finding(mutant: str | None = None) -> dict:
-    """"A request is preempted at most once per request ahead of it" is false: Z3 finds a 2-request run preempting one twice.
+    """The conjecture "a request is preempted at most once per request ahead of it" is refuted: Z3 finds a run of
+    2 requests (values <= 5) that preempts one of them twice, and the run is replayed on ``spec.serving.run``.
 
-    Both halves: with one request, no step ever preempts it (inductive, under the
-    invariant); with two requests, bounded model checking from Init (values <= 5)
-    finds a run in which one of them is preempted twice."""
+    Status ``refuted`` (the conjecture's counterexample) is this row's result; ``unknown`` when no such run is
+    found within the depth or the spec that runs does not repeat it."""
     inp = M.make_inputs(2, block_size=1)
     frames = [M.make_vars(inp, "f0")]
     solver = _solver()
     solver.add(*M.domain(inp, mutant), M.init(inp, frames[0], mutant), *_small(inp, 5))
-    found = None
     for d in range(FINDING_DEPTH):
         nxt = M.make_vars(inp, f"f{d + 1}")
         trans, terms, args = _step(inp, frames[-1], nxt, mutant, f"f{d}")
         solver.add(trans, *M.blocks_exact(inp, args))
         frames.append(nxt)
         result, model = _check(solver, [z3.Or(nxt.pre[0] >= 2, nxt.pre[1] >= 2)])
-        if result == z3.sat:
-            vals = [M.read_frame(model, inp, f) for f in frames]
-            preempted = [[vals[k]["rid"][i] for i in range(2) if vals[k]["pe"][i]] for k in range(1, len(vals))]
-            found = {"breaks": "preempted at most once per request ahead", "call": M.call_text(vals[0]),
-                     "after_steps": len(frames) - 1, "state": describe(vals[-1]),
-                     "preempted_per_step": preempted,
-                     "shows": "one request ahead of it preempts it twice, so 'at most one preemption per request "
-                              "ahead' is false: a bound k must depend on more than the number of requests"}
-            break
-    if found is None:
-        return _result(REFUTED, f"no run within {FINDING_DEPTH} steps preempts a request twice (2 requests, values <= 5)")
+        if result != z3.sat:
+            continue
+        vals = [M.read_frame(model, inp, f) for f in frames]
+        preempted = [[vals[k]["rid"][i] for i in range(2) if vals[k]["pe"][i]] for k in range(1, len(vals))]
+        found = {"breaks": "preempted at most once per request ahead", "call": M.call_text(vals[0]),
+                 "after_steps": len(frames) - 1, "state": describe(vals[-1]), "preempted_per_step": preempted,
+                 "shows": "one request ahead of it preempts it twice, so 'at most one preemption per request "
+                          "ahead' is false: a bound k must depend on more than the number of requests"}
+        replayed = _replay_preemptions(vals[0])
+        if replayed < 2:
+            return _result(UNKNOWN, f"Z3's run preempts a request twice, but spec.serving.run preempts at most "
+                                    f"{replayed} times on it", found)
+        return _result(REFUTED, "refuted with 2 requests: the run shown, replayed on spec.serving.run "
+                                f"(a request preempted {replayed} times)", found)
+    return _result(UNKNOWN, f"no run within {FINDING_DEPTH} steps preempts a request twice (2 requests, values <= 5)")
+
+
+def _replay_preemptions(val: dict) -> int:
+    """The most preemptions of one request when ``spec.serving.run`` runs the call a model stands for."""
+    import spec.serving as S
+
+    requests = []
+    for i in range(len(val["rid"])):
+        r = {"id": val["rid"][i], "arrival": val["arr"][i], "prompt": val["prompt"][i], "output": val["output"][i]}
+        if val["has_abort"][i]:
+            r["abort"] = val["abort"][i]
+        requests.append(r)
+    config = {"max_seqs": val["max_seqs"], "token_budget": val["budget"], "block_size": val["block_size"],
+              "num_blocks": val["num_blocks"], "chunked_prefill": val["chunked"]}
+    try:
+        return max(r["preemptions"] for r in S.run(requests, config)["requests"])
+    except Exception:  # noqa: BLE001 - the spec that runs rejects or breaks on it: not confirmed
+        return 0
+
+
+def prove_lone_request(mutant: str | None = None) -> dict:
+    """With one request, no step ever preempts it (inductive: under the invariant, the step's preempted flag is false)."""
     one = M.make_inputs(1)
     s, t = M.make_vars(one, "0"), M.make_vars(one, "1")
     trans, terms, args = _step(one, s, t, mutant)
@@ -658,17 +676,32 @@ def prove_finding(mutant: str | None = None) -> dict:
     hyp = _hyp(lone)
     if hyp != "yes":
         return _not_sat(hyp, "one request: the invariant and the step")
-    status, _ = _unsat(lone, z3.Not(z3.Not(terms.pre[0])))
-    if status != PROVED:
-        return _result(status, "a lone request can be preempted", found)
-    return _result(PROVED, "refuted with 2 requests (the run shown); with 1 request no step preempts it", found)
+    status, model = _unsat(lone, terms.pre[0])
+    if status == REFUTED:
+        val = M.read_frame(model, one, s)
+        return _result(REFUTED, "a lone request is preempted", {"breaks": LONE, "call": M.call_text(val),
+                                                                "state": describe(val)})
+    return _result(status, "with 1 request no step preempts it (its blocks fit: the pool rule)")
 
 
 # --- the ledger -----------------------------------------------------------------------------
 
 
+def _kind(name: str, method: str) -> str:
+    """What a row is (``proofs.smt.run.KINDS``)."""
+    if name.startswith("lemma:"):
+        return "lemma"
+    if name.startswith("finding:"):
+        return "finding"
+    if method == "by construction":
+        return "construction"
+    if name.split(" (")[0] in set(M.PREDICATES) | set(B.PREDICATES):  # a registry invariant, or a part of one
+        return "invariant"
+    return "theorem"
+
+
 def _claim(name, method, bound, run, depends=()) -> Claim:
-    return Claim(name, method, bound, run, tuple(depends), REFUTED_BY.get(name))
+    return Claim(name, method, bound, run, tuple(depends), REFUTED_BY.get(name), _kind(name, method))
 
 
 def _not_encoded(name: str) -> dict:
@@ -685,34 +718,43 @@ def claims(max_requests: int = 8, mutant: str | None = None) -> list[Claim]:
     bound = f"n <= {n}"
     names = invariant_names()
     rows_names = [row_name(x) for x in names]
-    rows = [_claim(TOTAL, "by construction", bound, partial(up_to, partial(prove_total, mutant=mutant), n),
-                   [r for r in rows_names if r != "no_duplicate_active"] + [BLOCKS]),
+    bounds = caps(n)
+    assumed = [ANY_N[x] if x in ANY_N and bounds.get(x, n) < n else row_name(x) for x in assumed_at(n, bounds)]
+    rows = [_claim(TOTAL, "by construction", bound,
+                   partial(up_to, partial(prove_total, mutant=mutant, bounds=bounds), n),
+                   [r for r in assumed if r != "no_duplicate_active"] + [BLOCKS]),
             _claim(BLOCKS, "one step", "any block_size", partial(prove_blocks_axioms, mutant))]
     for name in names:
-        others = [r for r in rows_names if r != row_name(name)]
         if name in BY_CONSTRUCTION:
             rows.append(_claim(name, "by construction", "by construction",
                                partial(up_to, partial(prove_by_construction, name, mutant=mutant), n), [TOTAL]))
             continue
-        cap = min(n, CAPPED.get(name, n))
+        cap = bounds.get(name, n)
         rows.append(_claim(row_name(name), "inductive", bound if cap == n else f"n <= {cap} (cost)",
                            partial(up_to, partial(prove_inductive, name, mutant=mutant), cap),
-                           [TOTAL, BLOCKS] + [row_name(a) for a in SUPPORT[name]]))
+                           [TOTAL, BLOCKS] + support_rows(name, cap, bounds)))
     for inv in STATE_INVARIANTS:
         if inv.name in M.NOT_ENCODED:
             rows.append(_claim(inv.name, "not encoded", "-", partial(_not_encoded, inv.name)))
-    rows.append(_claim("termination_ranking", "inductive", bound,
-                       partial(up_to, partial(prove_termination, mutant=mutant), n),
-                       [TOTAL, BLOCKS] + [row_name(a) for a in SUPPORT["termination_ranking"]]))
+    cap = bounds["termination_ranking"]
+    rows.append(_claim("termination_ranking", "inductive", bound if cap == n else f"n <= {cap} (cost)",
+                       partial(up_to, partial(prove_termination, mutant=mutant), cap),
+                       [TOTAL, BLOCKS] + support_rows("termination_ranking", cap, bounds)))
     for rule in RULES:
         rows.append(_claim(f"rule_needed:{rule}", "bounded", f"n <= {RULE_N} without; with: termination_ranking",
                            partial(prove_rule_needed, rule, mutant), ["termination_ranking"]))
-    rows.append(_claim("token_budget (any n)", "abstraction", "any n (fold; link by construction)",
-                       partial(prove_budget_any_n, mutant)))
-    rows.append(_claim("kv_capacity (any n)", "abstraction", "any n (fold; link by construction)",
-                       partial(prove_pool_any_n, mutant)))
-    rows.append(_claim(FINDING, "bounded", "n = 2 (refuted); n = 1 (never)", partial(prove_finding, mutant),
-                       [TOTAL, BLOCKS] + rows_names))
+    # any n: the passes as loops over positions, proved by induction over their iterations (proofs.smt.serving_fold)
+    rows.append(_claim("token_budget (any n)", "loop induction", "any n", partial(F.prove_budget, mutant),
+                       [conformance.FOLD_ROW]))
+    rows.append(_claim(FILTER, "induction", "any length", partial(F.prove_filter_sums, mutant)))
+    rows.append(_claim("slot_bound (any n)", "loop induction", "any n", partial(F.prove_seats, mutant),
+                       [conformance.FOLD_ROW, FILTER]))
+    rows.append(_claim("kv_exclusive (any n)", "loop induction", "any n, any block id",
+                       partial(F.prove_exclusive, mutant), [conformance.FOLD_ROW, FILTER]))
+    rows.append(_claim("kv_capacity (any n)", "loop induction", "any n", partial(F.prove_capacity, mutant),
+                       [conformance.FOLD_ROW, FILTER, BLOCKS, "kv_exclusive (any n)"]))
+    rows.append(_claim(LONE, "one step", "n = 1", partial(prove_lone_request, mutant), [TOTAL, BLOCKS] + rows_names))
+    rows.append(_claim(FINDING, "bounded", "n = 2, replayed on spec.serving.run", partial(prove_finding, mutant)))
     blocks = B.claims(n, mutant, (TOTAL, BLOCKS))  # kv_exclusive and the id rows (per-block encoding)
     order = [inv.name for inv in STATE_INVARIANTS]
     head = rows[:2]
@@ -720,5 +762,10 @@ def claims(max_requests: int = 8, mutant: str | None = None) -> list[Claim]:
         name = c.claim.split(" (")[0]
         return (order.index(name) if name in order else len(order), c.claim)
 
-    body = sorted(rows[2:2 + len(names) + len(M.NOT_ENCODED)] + blocks, key=place)
-    return head + body + rows[2 + len(names) + len(M.NOT_ENCODED):]
+    caching = SC.claims(n, mutant)  # prefix caching on: refcount_exact, no_false_sharing, their validation
+    body = sorted(rows[2:2 + len(names) + len(M.NOT_ENCODED)] + blocks + caching[2:], key=place)
+    # Every proof is about the encoding; it counts only when the encoding agreed with the spec that runs.
+    validation = conformance.claims("serving", n, mutant) + caching[:2]
+    checked = tuple(c.claim for c in validation)
+    return validation + [replace(c, depends=c.depends + checked)
+                         for c in head + body + rows[2 + len(names) + len(M.NOT_ENCODED):]]

@@ -93,8 +93,19 @@ MUTANTS = {
     "take_not_recorded": "a running request that takes an id does not add it to its blocks",
     "free_without_giving_back": "a preempted request's freed list does not give back the ids it held",
     "preempted_keeps_ids": "a preempted request keeps its block ids in the waiting queue",
+    # the any-n folds' lemma (proofs.smt.serving_fold)
+    "negative_block_counts": "a request's block count may be negative (the filter lemma loses its hypothesis)",
+    # the per-block prefix-caching system's mutants (proofs.smt.serving_cache; the count step ignores them)
+    "release_shared_block": "with prefix caching, a release puts a block in the free queue though another request holds it",
+    "hit_other_chain": "with prefix caching, an admission hits a registered block whatever chain it is registered under",
+    "take_keeps_registration": "with prefix caching, taking a block from the free queue leaves it in the cache (stale)",
+    "register_skips_content": "with prefix caching, registering a full block does not record the KV it holds",
+    "refcount_allows_leak": "the caching encoding of refcount_exact forgets the leak (a taken block neither held nor queued)",
+    # a mistranslated predicate (the validation against the registry refutes it: proofs.smt.conformance)
+    "token_budget_strict": "the encoding of token_budget says the latest tick scheduled < token_budget tokens, not <=",
 }
 ENCODING_MUTANTS = ("drop_feasible_pool", "drop_feasible_budget")
+PREDICATE_MUTANTS = ("token_budget_strict",)  # mutants of a predicate's encoding, not of the step
 INIT_MUTANTS = ("queue_reversed",)  # change Init, not the step
 
 
@@ -730,9 +741,9 @@ def enc_work_conserving(inp: Inputs, s: Vars) -> z3.BoolRef:
 
 
 def enc_without_prefix_caching(inp: Inputs, s: Vars) -> z3.BoolRef:
-    # Prefix caching (issue 20) is not in this encoding: its configs have no prefix_caching, so spec.serving's State
-    # has no pool, and no_false_sharing and refcount_exact hold by their definition.  Their rows over a pool whose
-    # blocks are shared are issue 20's Z3 work, still to come.
+    # Prefix caching (issue 20) is not in this encoding: its configs have prefix_caching absent or false, so
+    # spec.serving's State has no pool, and no_false_sharing and refcount_exact hold by their definition.  With
+    # caching on, their rows are proofs.smt.serving_cache's (a per-block encoding of the pool).
     return z3.BoolVal(True)
 
 
