@@ -90,6 +90,33 @@ def earliest(violations: Iterable[Violation | None]) -> Violation | None:
     return min(found, key=lambda v: (v.tick is None, v.tick if v.tick is not None else 0)) if found else None
 
 
+class Findings(dict):
+    """A replay's findings, invariant -> its earliest Violation, and ``late``: the invariants it found only once
+    the trace had ended (a request never finished, the records, the totals), not during one of its entries."""
+
+    def __init__(self, found: dict, late: Iterable[str] = ()) -> None:
+        super().__init__(found)
+        self.late = frozenset(late)
+
+
+def root_cause_first(violations: Iterable[Violation], names: Iterable[str], late: Iterable[str] = ()) -> list[Violation]:
+    """A replay's violations in the order they break in the replay of the trace: those found during its entries
+    by tick, then those only its end shows (``late``, or without a tick), registry order (``names``) breaking ties.
+
+    The first is the root cause: a leak at an abort's tick comes before the starvation it
+    causes later, and a wrong record after the tick whose service it miscounts, whatever
+    the registry's order of their names.  Every engine and the trace checker report the
+    first; a finding outside the replay (``matches_reference``) comes after all of them."""
+    rank = {name: index for index, name in enumerate(names)}
+    late = frozenset(late)
+
+    def when(v: Violation) -> tuple:
+        order = rank.get(v.invariant, len(rank))
+        return (1, 0, order) if v.invariant in late or v.tick is None else (0, v.tick, order)
+
+    return sorted(violations, key=when)
+
+
 def replay_finding(name: str) -> Callable[[Any], Violation | None]:
     """The result check of ``name``: the earliest violation the model's replay found, read from ``obs.findings``."""
     def check(obs: Any) -> Violation | None:

@@ -42,7 +42,7 @@ from typing import Callable
 from spec.domain import fifo_key
 from spec.metrics import utilization
 from spec.observation import Observation
-from spec.registry import Violation, replay_finding
+from spec.registry import Findings, Violation, replay_finding
 
 POLICIES = ("fifo", "none")
 
@@ -509,9 +509,10 @@ class Replay:
         self.check_totals(result)
 
 
-def replay(obs: Observation) -> dict[str, Violation]:
-    """Replay the result's trace once and return each broken invariant's earliest Violation."""
+def replay(obs: Observation) -> Findings:
+    """Replay the result's trace once and return each broken invariant's earliest Violation (and which the end found)."""
     state = Replay(obs.jobs, obs.slots, obs.continuous)
     state.replay_trace(obs.ticks, obs.served)
+    during = len(state.found)
     state.close(obs.completed, obs.result)
-    return state.found
+    return Findings(state.found, list(state.found)[during:])

@@ -64,8 +64,15 @@ CASES = {
     "every_job_completes_once": (
         "every_job_completes_once", EXAMPLE1, 2, True, broken(True, lambda r: r["completed"].pop(2))
     ),
-    "termination": (
+    "termination": (  # the trace is right, but the run claims to end past max(arrival) + sum(tokens)
         "termination",
+        [{"id": 0, "arrival": 0, "tokens": 1}],
+        1,
+        True,
+        dict(result([(0, [0])], [(0, 0, 1, 0, 1)], 1), makespan_ticks=2, utilization=0.5),
+    ),
+    "continuous_backfills: idle, then served past the bound": (  # the root cause of the late tick (termination)
+        "continuous_backfills",
         [{"id": 0, "arrival": 0, "tokens": 1}],
         1,
         True,
@@ -122,6 +129,17 @@ def test_check_names_the_broken_invariant_first(case):
     violations = spec.check(jobs, slots, continuous, res)
     assert violations, f"{case}: no violation reported"
     assert violations[0].invariant == name, violations
+
+
+def test_check_lists_the_root_cause_first():
+    """The order they break in the replay: during the trace by tick, then what only its end shows, then the reference."""
+    name, jobs, slots, continuous, res = CASES["continuous_backfills: idle, then served past the bound"]
+    found = [(v.invariant, v.tick) for v in spec.check(jobs, slots, continuous, res)]
+    assert found == [("continuous_backfills", 0), ("termination", 5), ("matches_reference", 0)]
+    name, jobs, slots, continuous, res = CASES["nonnegative_remaining"]  # tick 1 serves job 0 twice; its record is right
+    found = [v.invariant for v in spec.check(jobs, slots, continuous, res)]
+    assert found[0] == "nonnegative_remaining" and found[-1] == "matches_reference"
+    assert found.index("metrics_consistent") > found.index("no_preemption")  # the record is judged at the end
 
 
 @pytest.mark.parametrize("continuous", [False, True])

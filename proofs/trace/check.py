@@ -20,7 +20,7 @@ import json
 from typing import Callable, NamedTuple
 
 from proofs.trace.files import TraceFileError, lines, read_header
-from spec.registry import Violation, type_error
+from spec.registry import Violation, root_cause_first, type_error
 
 WINDOW = 12  # entries kept before the failing one, and read after it, for the timeline
 MAX_LANES = 12  # request lanes drawn in the serving picture
@@ -218,10 +218,11 @@ def _id_ranges(ids) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def _first(found: dict, names: list) -> tuple[Violation, tuple]:
-    """The earliest of ``found`` (registry order breaks ties) and the names of the others."""
+def _first(found: dict, names: list, late=()) -> tuple[Violation, tuple]:
+    """The earliest of ``found`` (registry order breaks ties; ``late``: found at the end) and the names of the
+    others: the oracles' root cause (``spec.registry.root_cause_first``)."""
     rank = {name: index for index, name in enumerate(names)}
-    ordered = sorted(found.values(), key=lambda v: (v.tick is None, v.tick or 0, rank.get(v.invariant, len(rank))))
+    ordered = root_cause_first(found.values(), names, late)
     first = ordered[0]
     also = tuple(sorted((v.invariant for v in ordered[1:]), key=lambda n: rank.get(n, len(rank))))
     return first, also
@@ -282,7 +283,7 @@ def check_file(path: str, model: str | None = None, policy: str | None = None,
         if broken is not None:
             violation, line = broken, totals_line
         elif stream.replay.found:
-            violation, also = _first(stream.replay.found, stream.names)
+            violation, also = _first(stream.replay.found, stream.names, late=stream.replay.found)
             line = None
     timeline, shown, lanes = [], [], ()
     if violation is not None:
