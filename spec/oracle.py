@@ -3,10 +3,10 @@
 It runs every invariant of the registry that a result can show (one replay of the
 trace, ``spec.result_checks.Replay``, finds them all: the same rules ``schedcheck
 trace`` applies to a stream), then compares the result with the reference run, and
-lists what it found root cause first: in the order the violations break in the
-replay of the trace (``spec.registry.root_cause_first``: those found during its
-entries by tick, then those only its end shows, registry order breaking ties; the
-reference's difference last), as ``schedcheck trace`` reports.  It never raises on a malformed result (missing keys, wrong types,
+lists what it found root cause first (``spec.registry.root_cause_first``: by family,
+safety before policy; within one, in the order they break in the replay of the trace,
+those found during its entries by tick, then those only its end shows, registry order
+breaking ties; the reference's difference last), as ``schedcheck trace`` chooses.  It never raises on a malformed result (missing keys, wrong types,
 nonsense values are Violations of ``well_typed``); it raises ValueError only when the
 call itself is outside the domain.  Its cost is linear: O(entries + jobs log jobs)
 steps plus O(services) of list comparison.
@@ -19,7 +19,7 @@ from operator import itemgetter
 from typing import Any
 
 from spec.domain import fifo_key, validate
-from spec.invariants import INVARIANTS, NAMES
+from spec.invariants import INVARIANTS
 from spec.metrics import completion_record, utilization
 from spec.observation import COMPLETED_KEYS, Observation, Violation, observe
 from spec.registry import root_cause_first
@@ -64,7 +64,7 @@ def _judge(parsed, jobs, slots, continuous, result, reference) -> list[Violation
         difference = _differs_from_the_run(parsed, slots, continuous, observation)
     else:
         difference = first_difference(reference, result, observation)
-    violations = root_cause_first(violations, NAMES, observation.findings.late)
+    violations = root_cause_first(violations, INVARIANTS, observation.findings.late)
     if difference is not None:
         violations.append(difference)  # outside the replay: after what it found
     return violations

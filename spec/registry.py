@@ -99,20 +99,25 @@ class Findings(dict):
         self.late = frozenset(late)
 
 
-def root_cause_first(violations: Iterable[Violation], names: Iterable[str], late: Iterable[str] = ()) -> list[Violation]:
-    """A replay's violations in the order they break in the replay of the trace: those found during its entries
-    by tick, then those only its end shows (``late``, or without a tick), registry order (``names``) breaking ties.
+def root_cause_first(violations: Iterable[Violation], registry: Iterable[Invariant], late: Iterable[str] = ()) -> list[Violation]:
+    """A replay's violations root cause first: by the registry's family (the type, then safety, then the policy,
+    then the metrics), then in the order they break in the replay of the trace (those found during its entries
+    by tick, then those only its end shows: ``late``, or without a tick), registry order breaking ties.
 
-    The first is the root cause: a leak at an abort's tick comes before the starvation it
-    causes later, and a wrong record after the tick whose service it miscounts, whatever
-    the registry's order of their names.  Every engine and the trace checker report the
-    first; a finding outside the replay (``matches_reference``) comes after all of them."""
-    rank = {name: index for index, name in enumerate(names)}
+    The families are layers: a later one may assume the earlier ones (TLA+'s TypeOK first), so
+    a policy rule read over a broken ledger reads an artefact (a job cut short looks paused),
+    and within a family the first break is the cause of the later ones (a leak at an abort's
+    tick starves a request that then never finishes).  Every engine and the trace checker
+    report the first; a finding outside the replay (``matches_reference``) comes after them all."""
+    rank, layer = {}, {}
+    for index, invariant in enumerate(registry):
+        rank[invariant.name] = index
+        layer[invariant.name] = FAMILIES.index(invariant.family)
     late = frozenset(late)
 
     def when(v: Violation) -> tuple:
-        order = rank.get(v.invariant, len(rank))
-        return (1, 0, order) if v.invariant in late or v.tick is None else (0, v.tick, order)
+        first = layer.get(v.invariant, len(FAMILIES)), rank.get(v.invariant, len(rank))
+        return (first[0], 1, 0, first[1]) if v.invariant in late or v.tick is None else (first[0], 0, v.tick, first[1])
 
     return sorted(violations, key=when)
 

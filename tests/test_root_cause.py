@@ -22,7 +22,7 @@ from proofs.search.engine import Search
 from proofs.search.judge import judge_invalid_call, judge_valid_call
 from proofs.targets import parse_target
 from proofs.trace.check import _first as trace_first
-from spec.registry import Violation, root_cause_first
+from spec.registry import Invariant, Violation, root_cause_first
 
 SERVING_BUGGY = pathlib.Path(__file__).parent / "corpus" / "serving" / "buggy"
 
@@ -45,14 +45,15 @@ def _leak_then_starve() -> dict:
     return result
 
 
-def test_root_cause_first_orders_by_tick_then_the_end_then_registry_order():
-    names = ("a", "b", "c", "d", "e")
-    found = [Violation("a", "", tick=None), Violation("e", "", tick=5), Violation("c", "", tick=2),
-             Violation("b", "", tick=2), Violation("d", "", tick=0)]
-    assert [(v.invariant, v.tick) for v in root_cause_first(found, names)] == [
-        ("d", 0), ("b", 2), ("c", 2), ("e", 5), ("a", None)]
-    # found only at the end of the trace (a request never finished, a record): after all found during it
-    assert [v.invariant for v in root_cause_first(found, names, late={"d", "b"})] == ["c", "e", "a", "b", "d"]
+def test_root_cause_first_orders_by_family_then_tick_then_the_end_then_registry_order():
+    registry = [Invariant(name, family, "", None, None) for name, family in
+                (("a", "safety"), ("b", "safety"), ("c", "safety"), ("p", "policy"), ("m", "metrics"))]
+    found = [Violation("m", "", tick=0), Violation("p", "", tick=1), Violation("a", "", tick=None),
+             Violation("c", "", tick=5), Violation("b", "", tick=5), Violation("a", "", tick=7)]
+    assert [(v.invariant, v.tick) for v in root_cause_first(found, registry)] == [
+        ("b", 5), ("c", 5), ("a", 7), ("a", None), ("p", 1), ("m", 0)]
+    # found only at the end of the trace (a request never finished, a record): after those found during it
+    assert [v.invariant for v in root_cause_first(found[:5], registry, late={"b"})] == ["c", "a", "b", "p", "m"]
 
 
 def test_the_serving_oracle_reports_a_leak_before_the_starvation_it_causes():
@@ -65,18 +66,19 @@ def test_the_serving_oracle_reports_a_leak_before_the_starvation_it_causes():
 
 
 def test_the_chapter_oracle_reports_the_earliest_break_first():
-    jobs = [{"id": 0, "arrival": 0, "tokens": 2}, {"id": 1, "arrival": 0, "tokens": 1}]
-    result = {  # job 1 jumps the queue at tick 0; job 0 is then served once too often at tick 3
-        "trace": [{"tick": 0, "served": [1]}, {"tick": 1, "served": [0]}, {"tick": 2, "served": [0]},
-                  {"tick": 3, "served": [0]}],
-        "completed": [{"id": 0, "arrival": 0, "tokens": 2, "start": 1, "finish": 4, "wait": 1, "turnaround": 4},
-                      {"id": 1, "arrival": 0, "tokens": 1, "start": 0, "finish": 1, "wait": 0, "turnaround": 1}],
-        "makespan_ticks": 4, "busy_slots": 4, "utilization": 1.0,
+    jobs = [{"id": 0, "arrival": 0, "tokens": 1}, {"id": 1, "arrival": 0, "tokens": 2}]
+    result = {  # job 0 is served again at tick 1, then beside job 1 in the one slot at tick 2
+        "trace": [{"tick": 0, "served": [0]}, {"tick": 1, "served": [0]}, {"tick": 2, "served": [1, 0]},
+                  {"tick": 3, "served": [1]}],
+        "completed": [{"id": 0, "arrival": 0, "tokens": 1, "start": 0, "finish": 1, "wait": 0, "turnaround": 1},
+                      {"id": 1, "arrival": 0, "tokens": 2, "start": 2, "finish": 4, "wait": 2, "turnaround": 4}],
+        "makespan_ticks": 4, "busy_slots": 5, "utilization": 1.25,
     }
-    found = spec.check(jobs, 1, True, result)
-    assert [(v.invariant, v.tick) for v in found][:1] == [("fifo_order", 0)]
-    assert {"nonnegative_remaining", "termination"} <= {v.invariant for v in found}  # safety, in the registry first
-    assert found[-1].invariant == "matches_reference"
+    found = [(v.invariant, v.tick) for v in spec.check(jobs, 1, True, result)]
+    # slot_bound comes before nonnegative_remaining in the registry, but breaks later; the safety family
+    # before the policy's fifo_order (tick 2) and the record (judged at the end), the reference last
+    assert found == [("nonnegative_remaining", 1), ("slot_bound", 2), ("termination", 3), ("work_conservation", 3),
+                     ("fifo_order", 2), ("metrics_consistent", 0), ("matches_reference", 1)]
 
 
 def test_the_judge_keeps_the_oracles_order_and_the_trace_checker_agrees():
@@ -88,7 +90,7 @@ def test_the_judge_keeps_the_oracles_order_and_the_trace_checker_agrees():
         replay.tick(entry)
         if replay.found:  # the trace checker stops at the first entry during which something breaks
             break
-    assert trace_first(replay.found, list(spec.serving.NAMES))[0].invariant == "kv_exact"
+    assert trace_first(replay.found, spec.serving.INVARIANTS)[0].invariant == "kv_exact"
 
 
 def test_an_invalid_call_that_hangs_or_dies_breaks_validation():

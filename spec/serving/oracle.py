@@ -4,11 +4,12 @@ It runs every invariant of the serving registry that a result can show (one repl
 the trace finds them all), then compares the result with the reference run, block ids
 excepted (with prefix caching, up to the renaming fixed by the order the engine first
 takes each id), and lists what it found root cause first (``spec.registry.root_cause_first``:
-by family, then those found during the trace's entries by tick, then those only its end
-shows, registry order breaking ties, the reference's difference last: a leak at an
-abort's tick before the starvation it causes later).  The order of ids within an entry's
-``aborted`` or ``finished`` carries no rule: they are compared as sets.
-``policy="none"`` judges an engine with another policy: the policy family and ``matches_reference`` are skipped, safety and metrics
+by family, safety before policy; within one, those found during the trace's entries by
+tick, then those only its end shows, registry order breaking ties; the reference's
+difference last: a leak at an abort's tick before the starvation it causes later).  The
+order of ids within an entry's ``aborted`` or ``finished`` carries no rule: they are
+compared as sets.  ``policy="none"`` judges an engine with another
+policy: the policy family and ``matches_reference`` are skipped, safety and metrics
 remain.  It never raises on a malformed result (that is a ``well_typed`` Violation);
 it raises ValueError only when the call itself is outside the domain, or for an
 unknown policy.
@@ -21,7 +22,7 @@ from typing import Any
 
 from spec.registry import Violation, root_cause_first
 from spec.serving.domain import validate
-from spec.serving.invariants import INVARIANTS, NAMES
+from spec.serving.invariants import INVARIANTS
 from spec.serving.metrics import CACHE_ENTRY_KEY, CACHE_RECORD_KEY, CACHE_TOTAL_KEY, ENTRY_KEYS, TOTAL_KEYS
 from spec.serving.observation import observe
 from spec.serving.result_checks import replay
@@ -65,7 +66,7 @@ def check(requests: Any, config: Any, result: Any, reference: dict | None = None
             violations.append(found)
     outside = [v for v in violations if v.invariant == "matches_reference"]  # not the replay's: after what it found
     replayed = [v for v in violations if v.invariant != "matches_reference"]
-    return root_cause_first(replayed, NAMES, observation.findings.late) + outside
+    return root_cause_first(replayed, INVARIANTS, observation.findings.late) + outside
 
 
 ORDERLESS = ("aborted", "finished")  # lists whose order carries no rule: compared as sets
