@@ -278,11 +278,9 @@ class Replay:
             if size < width or served[:width] != run_list:
                 return False
             newcomers = served[width:]
-            if len(set(newcomers)) != len(newcomers):
-                return False
-            for job_id in newcomers:
-                if job_id not in self.job or job_id in self.start:
-                    return False
+            distinct = set(newcomers)
+            if len(distinct) != len(newcomers) or not distinct <= self.job.keys() or not self.start.keys().isdisjoint(distinct):
+                return False  # a repeat, an unknown job or one served before: the long way
         if self.policy and len(self.active) != width and "no_preemption" not in self.found:
             return False  # a started job that is not in run has not been reported yet (an entry out of order)
         self.previous = tick
@@ -307,8 +305,8 @@ class Replay:
             if self.policy:
                 if "fifo_order" not in self.found:
                     edge = served[width - 1:] if width else newcomers
-                    keys = [fifo_key(self.job[i]) for i in edge]
-                    if keys != sorted(keys):
+                    ranks = list(map(self.position.__getitem__, edge))  # FIFO ranks: the order of fifo_key
+                    if ranks != sorted(ranks):
                         self._order(tick, served, served)
                 starts = {tick, self.start[run_list[0]]} if width else {tick}
                 self._policy_after(tick, served, newcomers, starts)
@@ -389,7 +387,11 @@ class Replay:
     def _policy_after(self, tick: int, served: list, starters: list, starts: set) -> None:
         """fifo_order of the jobs that start now; continuous_backfills, or static_batch_boundary given the start ticks served."""
         head = self._waiting_head()
-        late = [i for i in starters if head is not None and self.position[i] > self.position[head.id]]
+        late = []
+        if head is not None and starters:
+            position = self.position
+            ahead = position[head.id]
+            late = [i for i in starters if position[i] > ahead]
         if late:
             later = self.job[late[0]]
             self.report(
