@@ -109,8 +109,8 @@ def _differs_from_the_run(parsed, slots: int, continuous: bool, obs: Observation
             continue
         for tick in range(first, until):  # the stretch differs: find the first entry that does
             if index == length:  # the result's trace ends first: how long is the reference's?
-                expected = index + until - tick + sum(later - start for start, later, _ in reference)
-                return _length_differs(expected, length, tick)
+                entries = index + until - tick + sum(later - start for start, later, _ in reference)
+                return _length_differs(entries, length, tick)
             if ticks[index] != tick or served_lists[index] != served:
                 return _entry_differs(index, {"tick": tick, "served": list(served)}, obs.result["trace"][index])
             index += 1

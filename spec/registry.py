@@ -50,7 +50,7 @@ def build_registry(
     for claim in claims:
         if callable(claim):
             name = claim.__name__
-            registry.append(Invariant(name, family_of[name], claim.__doc__, claim, result_checks.get(name)))
+            registry.append(Invariant(name, family_of[name], claim.__doc__ or "", claim, result_checks.get(name)))
         else:
             name, family, doc = claim
             registry.append(Invariant(name, family, doc, None, result_checks.get(name)))
@@ -63,11 +63,11 @@ def build_registry(
 
 def broken_in(state_invariants: Iterable[Invariant], state: Any) -> list[str]:
     """The names of the state invariants that ``state`` breaks, in registry order (only well_typed if that breaks)."""
-    invariants = list(state_invariants)
-    first = invariants[0]
-    if not first.holds(state):
-        return [first.name]
-    return [inv.name for inv in invariants if not inv.holds(state)]
+    predicates = [(inv.name, inv.holds) for inv in state_invariants if inv.holds is not None]
+    name, holds = predicates[0]
+    if not holds(state):
+        return [name]
+    return [name for name, holds in predicates if not holds(state)]
 
 
 def short(value: Any, limit: int = 60) -> str:
