@@ -56,6 +56,20 @@ def test_root_cause_first_orders_by_family_then_tick_then_the_end_then_registry_
     assert [v.invariant for v in root_cause_first(found[:5], registry, late={"b"})] == ["c", "a", "b", "p", "m"]
 
 
+def test_the_caching_rows_break_ties_as_issue_20_orders_them():
+    """At one tick, the sharing claims right after kv_capacity (before kv_exact), the cache's policy rows first among
+    the policy's; an earlier tick still comes first within a family, and the safety family before the policy."""
+    at_once = ["running_first", "fcfs_admission", "lru_eviction", "longest_prefix_hit",
+               "kv_exact", "refcount_exact", "no_false_sharing", "kv_capacity"]
+    found = [Violation(name, "", tick=4) for name in at_once]
+    assert [v.invariant for v in root_cause_first(found, spec.serving.INVARIANTS)] == [
+        "kv_capacity", "no_false_sharing", "refcount_exact", "kv_exact",
+        "longest_prefix_hit", "lru_eviction", "fcfs_admission", "running_first"]
+    found = [Violation("lru_eviction", "", tick=1), Violation("kv_exact", "", tick=3), Violation("refcount_exact", "", tick=2)]
+    assert [v.invariant for v in root_cause_first(found, spec.serving.INVARIANTS)] == [
+        "refcount_exact", "kv_exact", "lru_eviction"]
+
+
 def test_the_serving_oracle_reports_a_leak_before_the_starvation_it_causes():
     found = spec.serving.check(*LEAK_CALL, _leak_then_starve())
     names = [v.invariant for v in found]
