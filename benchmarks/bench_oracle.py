@@ -1,7 +1,7 @@
 """Time spec.check against impl.schedule per input size: is the oracle as fast as the simulation, and linear?
 
     PYTHONPATH=. python benchmarks/bench_oracle.py [--sizes 1000,10000,100000,1000000] [--runs 3] [--no-loop]
-        [--baseline COMMIT] [--phases]
+        [--baseline COMMIT] [--compiled] [--phases]
 
 For each size n: n jobs of 1..19 tokens (about 10 services each) on 64 slots,
 arriving about as fast as the slots serve them (continuous batching), so n = 10^3..10^6
@@ -15,9 +15,13 @@ machine disturbs less; the ratio check / schedule is taken on CPU time, and the 
 per service shows whether the check is linear.  ``--baseline COMMIT`` also times the
 ``spec.check`` of that commit (benchmarks/baselines/spec_at.py: imported beside this
 tree's, in this process, interleaved) and prints the ratio old check / this check.
-``--phases`` prints, per row, where one check's CPU time goes (the domain check, the
-well-typed reading, the replay of the trace, the records and totals, the reference
-run compared as it is made), median of ``--runs``, for this tree and the baseline.
+``--compiled`` also times this tree's ``spec`` compiled with mypyc (the same source,
+benchmarks/baselines/compiled.py: built once under /tmp, a few minutes; needs
+``pip install mypy==2.4.1`` and a C compiler), interleaved the same way, and prints the
+ratio pure / compiled.  ``--phases`` prints, per row, where one check's CPU time goes
+(the domain check, the well-typed reading, the replay of the trace, the records and
+totals, the reference run compared as it is made), median of ``--runs``, for this tree,
+the baseline and the compiled build.
 """
 
 from __future__ import annotations
@@ -91,17 +95,25 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-loop", action="store_true")
     parser.add_argument("--baseline", metavar="COMMIT", help="also time COMMIT's spec.check, side by side")
+    parser.add_argument("--compiled", action="store_true", help="also time this tree's spec compiled with mypyc")
     parser.add_argument("--phases", action="store_true", help="also where each check's time goes")
     args = parser.parse_args()
-    old_check = old_modules = None
+    old_check = old_modules = compiled_check = compiled_modules = None
     if args.baseline:
         from benchmarks.baselines.spec_at import spec_at
 
         old_modules = spec_at(args.baseline, tempfile.mkdtemp())
         old_check = old_modules["spec"].check
+    if args.compiled:
+        from benchmarks.baselines.compiled import compiled_spec
+
+        compiled_modules = compiled_spec("/tmp/schedcheck-compiled-spec")
+        compiled_check = compiled_modules["spec"].check
     trees = {"this tree": {name: module for name, module in sys.modules.items() if name.startswith("spec")}}
     if old_modules:
         trees[args.baseline] = old_modules
+    if compiled_modules:
+        trees["compiled"] = compiled_modules
     phase_lines = []
     rows = [(int(n), 19) for n in args.sizes.split(",")] + [(100_000, 199)]
     print(f"median of {args.runs} runs, alternating, one process (python {sys.version.split()[0]}); "
@@ -110,12 +122,13 @@ def main() -> int:
     header += "" if args.no_loop else f" {'chapter loop':>15}"
     header += f" {'check/schedule':>14} {'check ns/service':>16}"
     header += f" {'check at ' + args.baseline:>17} {'old/this':>8}" if old_check else ""
+    header += f" {'compiled check':>17} {'pure/compiled':>13}" if compiled_check else ""
     print(header)
     for count, most in rows:
         jobs = jobs_for(count, most)
         result = impl.schedule(jobs, SLOTS, True)
         services = result["busy_slots"]
-        times = {"schedule": [], "check": [], "loop": [], "old": []}
+        times = {"schedule": [], "check": [], "loop": [], "old": [], "compiled": []}
         for _ in range(args.runs):
             times["schedule"].append(timed(impl.schedule, jobs, SLOTS, True)[:2])
             wall, cpu, verdict = timed(spec.check, jobs, SLOTS, True, result)
@@ -127,6 +140,10 @@ def main() -> int:
                 wall, cpu, verdict = timed(old_check, jobs, SLOTS, True, result)
                 assert verdict == [], verdict
                 times["old"].append((wall, cpu))
+            if compiled_check:
+                wall, cpu, verdict = timed(compiled_check, jobs, SLOTS, True, result)
+                assert verdict == [], verdict
+                times["compiled"].append((wall, cpu))
         med = {key: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for key, v in times.items() if v}
         line = f"{count:>8} {'1..' + str(most):>7} {services:>9}"
         for key in ("schedule", "check") + (() if args.no_loop else ("loop",)):
@@ -134,6 +151,8 @@ def main() -> int:
         line += f" {med['check'][1] / med['schedule'][1]:>14.2f} {1e9 * med['check'][1] / services:>16.0f}"
         if old_check:
             line += f" {med['old'][0]:>7.3f}/{med['old'][1]:<9.3f} {med['old'][1] / med['check'][1]:>8.2f}"
+        if compiled_check:
+            line += f" {med['compiled'][0]:>7.3f}/{med['compiled'][1]:<9.3f} {med['check'][1] / med['compiled'][1]:>13.2f}"
         print(line, flush=True)
         if args.phases:
             for tree, modules in trees.items():

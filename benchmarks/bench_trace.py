@@ -1,6 +1,6 @@
 """How fast ``schedcheck trace`` checks a long serving trace, against merely parsing it, and whether its memory stays flat.
 
-    PYTHONPATH=. python benchmarks/bench_trace.py --ticks 1000000 --runs 3 [--json-lib json|orjson]
+    PYTHONPATH=. python benchmarks/bench_trace.py --ticks 1000000 --runs 3 [--json-lib json|orjson|msgspec ...]
 
 It records a trace of ``--ticks`` ticks from our online ``impl.ServingScheduler``
 (through the protocol loop ``drive`` here, written line by line), with about 16 requests
@@ -85,7 +85,12 @@ def generate(path: str, ticks: int) -> dict:
 CHILD = r"""
 import json, sys, threading, time, os
 mode, path, lib = sys.argv[1], sys.argv[2], sys.argv[3]
-loads = json.loads if lib == "json" else __import__("orjson").loads
+if lib == "json":
+    loads = json.loads
+elif lib == "orjson":
+    loads = __import__("orjson").loads
+else:
+    loads = __import__("msgspec").json.Decoder().decode
 samples = []
 def rss():
     with open("/proc/self/statm") as handle:
@@ -130,7 +135,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ticks", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--json-lib", action="append", choices=("json", "orjson"), default=None)
+    parser.add_argument("--json-lib", action="append", choices=("json", "orjson", "msgspec"), default=None)
     parser.add_argument("--file", default=None, help="the trace file (default /tmp/bench_trace_<ticks>.jsonl)")
     parser.add_argument("--modes", nargs="+", default=["parse", "check", "check-none"])
     args = parser.parse_args(argv)

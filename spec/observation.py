@@ -14,7 +14,7 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 from spec.domain import Job
-from spec.registry import Violation, short, type_error
+from spec.registry import Findings, Violation, short, type_error
 
 RESULT_KEYS = ("makespan_ticks", "busy_slots", "utilization", "completed", "trace")
 COMPLETED_KEYS = ("id", "arrival", "tokens", "start", "finish", "wait", "turnaround")
@@ -30,7 +30,7 @@ class Observation(NamedTuple):
     completed: list  # the result's `completed` entries, each a dict with int fields
     ticks: list  # each trace entry's tick, in the result's order
     served: list  # each trace entry's served ids (as a list), in the result's order
-    findings: dict = {}  # invariant -> its earliest Violation, once the trace is replayed (spec.result_checks)
+    findings: Findings = Findings({})  # invariant -> its earliest Violation, once the trace is replayed (spec.result_checks)
 
     @property
     def by_id(self) -> dict:

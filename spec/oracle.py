@@ -1,9 +1,12 @@
 """The oracle: ``check`` judges any implementation's result for one valid call.
 
-It runs every invariant of the registry that a result can show, in registry order
-(one replay of the trace, ``spec.result_checks.Replay``, finds them all: the same
-rules ``schedcheck trace`` applies to a stream), then compares the result with the
-reference run.  It never raises on a malformed result (missing keys, wrong types,
+It runs every invariant of the registry that a result can show (one replay of the
+trace, ``spec.result_checks.Replay``, finds them all: the same rules ``schedcheck
+trace`` applies to a stream), then compares the result with the reference run, and
+lists what it found root cause first (``spec.registry.root_cause_first``: by family,
+safety before policy; within one, in the order they break in the replay of the trace,
+those found during its entries by tick, then those only its end shows, registry order
+breaking ties; the reference's difference last), as ``schedcheck trace`` chooses.  It never raises on a malformed result (missing keys, wrong types,
 nonsense values are Violations of ``well_typed``); it raises ValueError only when the
 call itself is outside the domain.  Its cost is linear: O(entries + jobs log jobs)
 steps plus O(services) of list comparison.
@@ -19,12 +22,13 @@ from spec.domain import fifo_key, validate
 from spec.invariants import INVARIANTS
 from spec.metrics import completion_record, utilization
 from spec.observation import COMPLETED_KEYS, Observation, Violation, observe
+from spec.registry import root_cause_first
 from spec.result_checks import replay
 from spec.state import Completion, stretches
 
 
 def check(jobs: Any, slots: Any, continuous: Any, result: Any, reference: dict | None = None) -> list[Violation]:
-    """Every invariant the result breaks, each at its earliest tick, in registry order.
+    """Every invariant the result breaks, each at its earliest tick, root cause first (``root_cause_first``).
 
     ``reference`` may pass in ``spec.run(jobs, slots, continuous)`` when the caller has it.
     """
@@ -60,8 +64,9 @@ def _judge(parsed, jobs, slots, continuous, result, reference) -> list[Violation
         difference = _differs_from_the_run(parsed, slots, continuous, observation)
     else:
         difference = first_difference(reference, result, observation)
+    violations = root_cause_first(violations, INVARIANTS, observation.findings.late)
     if difference is not None:
-        violations.append(difference)
+        violations.append(difference)  # outside the replay: after what it found
     return violations
 
 
@@ -104,8 +109,8 @@ def _differs_from_the_run(parsed, slots: int, continuous: bool, obs: Observation
             continue
         for tick in range(first, until):  # the stretch differs: find the first entry that does
             if index == length:  # the result's trace ends first: how long is the reference's?
-                expected = index + until - tick + sum(later - start for start, later, _ in reference)
-                return _length_differs(expected, length, tick)
+                entries = index + until - tick + sum(later - start for start, later, _ in reference)
+                return _length_differs(entries, length, tick)
             if ticks[index] != tick or served_lists[index] != served:
                 return _entry_differs(index, {"tick": tick, "served": list(served)}, obs.result["trace"][index])
             index += 1

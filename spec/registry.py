@@ -50,7 +50,7 @@ def build_registry(
     for claim in claims:
         if callable(claim):
             name = claim.__name__
-            registry.append(Invariant(name, family_of[name], claim.__doc__, claim, result_checks.get(name)))
+            registry.append(Invariant(name, family_of[name], claim.__doc__ or "", claim, result_checks.get(name)))
         else:
             name, family, doc = claim
             registry.append(Invariant(name, family, doc, None, result_checks.get(name)))
@@ -63,11 +63,11 @@ def build_registry(
 
 def broken_in(state_invariants: Iterable[Invariant], state: Any) -> list[str]:
     """The names of the state invariants that ``state`` breaks, in registry order (only well_typed if that breaks)."""
-    invariants = list(state_invariants)
-    first = invariants[0]
-    if not first.holds(state):
-        return [first.name]
-    return [inv.name for inv in invariants if not inv.holds(state)]
+    predicates = [(inv.name, inv.holds) for inv in state_invariants if inv.holds is not None]
+    name, holds = predicates[0]
+    if not holds(state):
+        return [name]
+    return [name for name, holds in predicates if not holds(state)]
 
 
 def short(value: Any, limit: int = 60) -> str:
@@ -88,6 +88,38 @@ def earliest(violations: Iterable[Violation | None]) -> Violation | None:
     """The violation with the smallest tick (one without a tick last), or None."""
     found = [v for v in violations if v is not None]
     return min(found, key=lambda v: (v.tick is None, v.tick if v.tick is not None else 0)) if found else None
+
+
+class Findings(dict):
+    """A replay's findings, invariant -> its earliest Violation, and ``late``: the invariants it found only once
+    the trace had ended (a request never finished, the records, the totals), not during one of its entries."""
+
+    def __init__(self, found: dict, late: Iterable[str] = ()) -> None:
+        super().__init__(found)
+        self.late = frozenset(late)
+
+
+def root_cause_first(violations: Iterable[Violation], registry: Iterable[Invariant], late: Iterable[str] = ()) -> list[Violation]:
+    """A replay's violations root cause first: by the registry's family (the type, then safety, then the policy,
+    then the metrics), then in the order they break in the replay of the trace (those found during its entries
+    by tick, then those only its end shows: ``late``, or without a tick), registry order breaking ties.
+
+    The families are layers: a later one may assume the earlier ones (TLA+'s TypeOK first), so
+    a policy rule read over a broken ledger reads an artefact (a job cut short looks paused),
+    and within a family the first break is the cause of the later ones (a leak at an abort's
+    tick starves a request that then never finishes).  Every engine and the trace checker
+    report the first; a finding outside the replay (``matches_reference``) comes after them all."""
+    rank, layer = {}, {}
+    for index, invariant in enumerate(registry):
+        rank[invariant.name] = index
+        layer[invariant.name] = FAMILIES.index(invariant.family)
+    late = frozenset(late)
+
+    def when(v: Violation) -> tuple:
+        first = layer.get(v.invariant, len(FAMILIES)), rank.get(v.invariant, len(rank))
+        return (first[0], 1, 0, first[1]) if v.invariant in late or v.tick is None else (first[0], 0, v.tick, first[1])
+
+    return sorted(violations, key=when)
 
 
 def replay_finding(name: str) -> Callable[[Any], Violation | None]:

@@ -37,12 +37,12 @@ import heapq
 import math
 from collections import Counter
 from operator import itemgetter
-from typing import Callable
+from typing import Callable, Sequence
 
 from spec.domain import fifo_key
 from spec.metrics import utilization
 from spec.observation import Observation
-from spec.registry import Violation, replay_finding
+from spec.registry import Findings, Violation, replay_finding
 
 POLICIES = ("fifo", "none")
 
@@ -108,13 +108,17 @@ class Replay:
 
     def services(self, job_id: int) -> int:
         """The services of ``job_id`` so far."""
-        since = self.run.get(job_id)
-        return self.count.get(job_id, 0) + (0 if since is None else self.previous - since + 1)
+        since, previous = self.run.get(job_id), self.previous
+        if since is None or previous is None:
+            return self.count.get(job_id, 0)
+        return self.count.get(job_id, 0) + previous - since + 1
 
     def _leave_run(self, job_id: int) -> None:
         """Write down the services of a job of ``run`` and take it out."""
+        previous = self.previous
+        assert previous is not None, "a job of run was served in the latest entry"
         self.count[job_id] = self.services(job_id)
-        self.last[job_id] = self.previous
+        self.last[job_id] = previous
         del self.run[job_id]
 
     def _join_run(self, tick: int, job_id: int) -> None:
@@ -224,7 +228,9 @@ class Replay:
     def _plain_stretch(self, ticks: list, served: list, index: int) -> int:
         """Judge the plain stretch at ``index`` and return its length, or return 0 and change nothing."""
         run_list, previous = self.run_list, self.previous
-        if not run_list or (self.policy and len(self.active) != len(run_list) and "no_preemption" not in self.found):
+        if not run_list or previous is None:
+            return 0
+        if self.policy and len(self.active) != len(run_list) and "no_preemption" not in self.found:
             return 0
         due_ticks = self.due_ticks
         while due_ticks[0] not in self.due:
@@ -273,16 +279,14 @@ class Replay:
         if size == width:
             if served != run_list:
                 return False
-            newcomers = ()
+            newcomers: Sequence[int] = ()
         else:
             if size < width or served[:width] != run_list:
                 return False
             newcomers = served[width:]
-            if len(set(newcomers)) != len(newcomers):
-                return False
-            for job_id in newcomers:
-                if job_id not in self.job or job_id in self.start:
-                    return False
+            distinct: set[int] = set(newcomers)
+            if len(distinct) != len(newcomers) or not distinct <= self.job.keys() or not self.start.keys().isdisjoint(distinct):
+                return False  # a repeat, an unknown job or one served before: the long way
         if self.policy and len(self.active) != width and "no_preemption" not in self.found:
             return False  # a started job that is not in run has not been reported yet (an entry out of order)
         self.previous = tick
@@ -307,8 +311,8 @@ class Replay:
             if self.policy:
                 if "fifo_order" not in self.found:
                     edge = served[width - 1:] if width else newcomers
-                    keys = [fifo_key(self.job[i]) for i in edge]
-                    if keys != sorted(keys):
+                    ranks = list(map(self.position.__getitem__, edge))  # FIFO ranks: the order of fifo_key
+                    if ranks != sorted(ranks):
                         self._order(tick, served, served)
                 starts = {tick, self.start[run_list[0]]} if width else {tick}
                 self._policy_after(tick, served, newcomers, starts)
@@ -386,10 +390,14 @@ class Replay:
                 self._join_run(tick, job_id)
         self.run_list = list(self.run)
 
-    def _policy_after(self, tick: int, served: list, starters: list, starts: set) -> None:
+    def _policy_after(self, tick: int, served: list, starters: Sequence[int], starts: set) -> None:
         """fifo_order of the jobs that start now; continuous_backfills, or static_batch_boundary given the start ticks served."""
         head = self._waiting_head()
-        late = [i for i in starters if head is not None and self.position[i] > self.position[head.id]]
+        late = []
+        if head is not None and starters:
+            position = self.position
+            ahead = position[head.id]
+            late = [i for i in starters if position[i] > ahead]
         if late:
             later = self.job[late[0]]
             self.report(
@@ -509,9 +517,10 @@ class Replay:
         self.check_totals(result)
 
 
-def replay(obs: Observation) -> dict[str, Violation]:
-    """Replay the result's trace once and return each broken invariant's earliest Violation."""
+def replay(obs: Observation) -> Findings:
+    """Replay the result's trace once and return each broken invariant's earliest Violation (and which the end found)."""
     state = Replay(obs.jobs, obs.slots, obs.continuous)
     state.replay_trace(obs.ticks, obs.served)
+    during = len(state.found)
     state.close(obs.completed, obs.result)
-    return state.found
+    return Findings(state.found, list(state.found)[during:])

@@ -65,10 +65,25 @@ REGISTRY_ORDER = (
 )
 
 
+# The registry's families, in the order they are layered (issue 21: a later one may read an artefact of an earlier one).
+FAMILY_FIRST_ROWS = ("well_typed", "no_duplicate_active", "longest_prefix_hit", "metrics_consistent")
+
+
 def first_broken(events):
-    """The registry row that names a result breaking ``events`` (the first in registry order), or None."""
-    rows = {invariant for invariant, _, _ in events}
-    return min(rows, key=REGISTRY_ORDER.index) if rows else None
+    """The registry row that names a result breaking ``events``, root cause first (issue 21): of the first family
+    that breaks (type, safety, policy, metrics), the row broken at the earliest tick (those seen only after the
+    trace, tick None, last), registry order breaking ties; or None."""
+    if not events:
+        return None
+    starts = [REGISTRY_ORDER.index(row) for row in FAMILY_FIRST_ROWS]
+
+    def when(event):
+        invariant, tick, _ = event
+        index = REGISTRY_ORDER.index(invariant)
+        family = sum(index >= start for start in starts)
+        return (family, tick is None, tick or 0, index)
+
+    return min(events, key=when)[0]
 
 
 def _ceil(a, b):

@@ -64,12 +64,12 @@ CASES = {
     "every_job_completes_once": (
         "every_job_completes_once", EXAMPLE1, 2, True, broken(True, lambda r: r["completed"].pop(2))
     ),
-    "termination": (
+    "termination": (  # the trace is right, but the run claims to end past max(arrival) + sum(tokens)
         "termination",
         [{"id": 0, "arrival": 0, "tokens": 1}],
         1,
         True,
-        result([(5, [0])], [(0, 0, 1, 5, 6)], 1),
+        dict(result([(0, [0])], [(0, 0, 1, 0, 1)], 1), makespan_ticks=2, utilization=0.5),
     ),
     "fifo_order: shortest first": (
         "fifo_order",
@@ -122,6 +122,17 @@ def test_check_names_the_broken_invariant_first(case):
     violations = spec.check(jobs, slots, continuous, res)
     assert violations, f"{case}: no violation reported"
     assert violations[0].invariant == name, violations
+
+
+def test_check_lists_the_root_cause_first():
+    """Family by family (safety before policy); within one, the order they break in the replay: during the trace
+    by tick, then what only its end shows; the reference's difference last (tests/test_root_cause.py has more)."""
+    jobs = [{"id": 0, "arrival": 0, "tokens": 1}]
+    found = [(v.invariant, v.tick) for v in spec.check(jobs, 1, True, result([(5, [0])], [(0, 0, 1, 5, 6)], 1))]
+    assert found == [("termination", 5), ("continuous_backfills", 0), ("matches_reference", 0)]
+    name, jobs, slots, continuous, res = CASES["nonnegative_remaining"]  # tick 1 serves job 0 twice; its record is right
+    found = [v.invariant for v in spec.check(jobs, slots, continuous, res)]
+    assert found[0] == "nonnegative_remaining" and found[-1] == "matches_reference"
 
 
 @pytest.mark.parametrize("continuous", [False, True])

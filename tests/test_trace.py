@@ -288,7 +288,8 @@ def test_hand_broken_chapter_traces(tmp_path):
         (broken(good, 0, served=[0, 0]), "no_duplicate_active", 0),
         (served_as([2], [0], [0], [1]), "no_start_before_arrival", 0),
         (served_as([0], [1], [0], [2]), "no_preemption", 1),
-        (good[:3] + [{"tick": 5, "served": [2]}], "continuous_backfills", 3),  # job 2 waits while idle
+        (good[:3] + [{"tick": 5, "served": [2]}], "termination", 5),  # job 2 waits while idle: the policy's
+        # continuous_backfills at tick 3 is found in the same entry; safety first (spec.registry.root_cause_first)
     ]
     for trace, invariant, tick in cases:
         report = check_file(chapter_file(tmp_path, jobs, 1, True, trace))

@@ -24,6 +24,11 @@ def spec_at(commit: str, scratch: str | pathlib.Path) -> dict:
     """The modules ``spec`` and ``spec.serving`` (and what they import) of ``commit``, by module name."""
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "spec"], check=True, capture_output=True)
     subprocess.run(["tar", "-x", "-C", str(scratch)], input=archive.stdout, check=True)
+    return import_from(scratch)
+
+
+def import_from(scratch: str | pathlib.Path) -> dict:
+    """The package ``spec`` found under ``scratch`` (and ``spec.serving``), imported under its own names beside ours."""
     current = {name: module for name, module in sys.modules.items() if _ours(name)}
     for name in current:
         del sys.modules[name]

@@ -129,7 +129,7 @@ class PropertyFailed(AssertionError):
 
 def make_test(context: Context, check: str):
     """The Hypothesis test of verify's search ``check`` on ``context``'s target: it fails on a call that breaks
-    any invariant of the registry, as that search does (the first broken one, in registry order)."""
+    any invariant of the registry, as that search does (the first broken one: the root cause, as the judge orders them)."""
     from hypothesis import HealthCheck, given, settings
 
     from proofs.sandbox import FRESH_INTERPRETERS, HarnessError, fresh_hash_seeds

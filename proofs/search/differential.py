@@ -38,7 +38,7 @@ from proofs.search.judge import judge_invalid_call, judge_valid_call
 
 class Side(NamedTuple):
     outcome: Outcome
-    broken: list  # invariant names, registry order
+    broken: list  # invariant names, root cause first (the judge's order)
 
     def describe(self) -> str:
         if self.outcome.kind == "returned":

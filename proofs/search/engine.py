@@ -124,6 +124,15 @@ class Falsified(Exception):
     """The Hypothesis test's failure: the call broke the invariant being searched for."""
 
 
+class _RootCause(Exception):
+    """Raised by the predicate of a hang's minimisation: ``call`` returned a result that breaks
+    ``invariant`` first, which shows what the hang hides; it is minimised towards instead."""
+
+    def __init__(self, call, invariant: str) -> None:
+        super().__init__(invariant)
+        self.call, self.invariant = call, invariant
+
+
 @dataclass
 class CheckAccount:
     """How far one check got: what it tried, what it planned, whether it ran to its end."""
@@ -576,10 +585,23 @@ class Search:
         return max(2.0, min(10.0, self.deadline + 5.0 - time.monotonic()))
 
     def _minimize_valid(self, call, wanted: str):
+        """The smallest call whose root cause (its first finding not already known) is ``wanted``.
+
+        A ``termination`` failure without a result (a hang, a death, a crash) shows no tick:
+        whatever broke before it cannot be seen.  While it is minimised, a smaller call whose
+        result breaks a rule shows it: that rule is the root cause (a leak at an abort's tick
+        that starves a later request into a hang), and it is minimised towards instead."""
         hang = wanted == "termination"
 
         def fails_within(seconds):
-            return lambda candidate: any(f.invariant == wanted for f in self._valid(candidate, seconds))
+            def fails(candidate) -> bool:
+                cause = self._root_cause(self._valid(candidate, seconds))
+                if cause is None:
+                    return False
+                if hang and cause.violation is not None and cause.invariant != wanted:
+                    raise _RootCause(candidate, cause.invariant)
+                return cause.invariant == wanted
+            return fails
 
         # A hang is first minimised with short probes (every probe that still hangs costs
         # its whole limit), numbers shrinking by factors of 16; the result must then hang
@@ -591,7 +613,10 @@ class Search:
         passes = [(HANG_PROBE_SECONDS, 0.6 * total), (None, 0.4 * total)] if hang else [(None, total)]
         start = call
         for seconds, minimising in passes:
-            small = self.model.minimize_valid(start, fails_within(seconds), minimising, coarse=hang)
+            try:
+                small = self.model.minimize_valid(start, fails_within(seconds), minimising, coarse=hang)
+            except _RootCause as root:
+                return self._minimize_valid(root.call, root.invariant)
             self.process.close()  # judge the minimal call in a fresh process: nothing came before
             findings = [f for f in self._valid(small) if f.invariant == wanted]
             if findings:
@@ -611,6 +636,11 @@ class Search:
                     return repeated, finding
                 break  # chance made the repeats differ once: what was seen is judged below
         return call, self._retry(call, wanted, self._history, self._seen)
+
+    def _root_cause(self, findings: list[Finding]) -> Finding | None:
+        """The first finding of a call not already reported (the judge lists them root cause first), or None."""
+        known = self.known
+        return next((f for f in findings if f.invariant not in known), None)
 
     def _retry(self, call, wanted: str, history: list, seen: Finding | None = None) -> Finding | None:
         """The failure once more in a fresh process, after the calls that came before it, with a
@@ -814,8 +844,8 @@ class Search:
                 self._count(check, drawn(call) if drawn else call)
                 findings = [f for f in judge(call) if f.invariant not in ignore]
                 self.progress(check, self.calls_tried)
-                if state["locked"] is not None:
-                    findings = [f for f in findings if f.invariant == state["locked"]]
+                if state["locked"] is not None and findings and findings[0].invariant != state["locked"]:
+                    findings = []  # it fails, but its root cause is another rule: not this failure
                 if not findings:
                     if state["since"] is not None and time.monotonic() - state["since"] > HYPOTHESIS_SHRINK_SECONDS:
                         stop(HandOver)
@@ -826,7 +856,7 @@ class Search:
                     state["call"], state["finding"] = copy.deepcopy(call), findings[0]
                     state["history"], state["at"] = self._before(), self._where()  # before this call
                 state["since"] = state["since"] or time.monotonic()
-                hanging = findings[0].invariant == "termination" and "did not return" in findings[0].message
+                hanging = findings[0].invariant in ("termination", "validation") and "did not return" in findings[0].message
                 if hanging or time.monotonic() - state["since"] > HYPOTHESIS_SHRINK_SECONDS:
                     raise HandOver
                 raise Falsified(findings[0].message)

@@ -11,7 +11,8 @@ a result is mapped onto them:
 - the input modified: ``input_unchanged``;
 - a different result for the same call (in a fresh process, after other calls, or in a
   fresh interpreter with another string-hash seed, ``PYTHONHASHSEED``): ``deterministic``;
-- a result: whatever the model's oracle (``spec.check``, ``spec.serving.check``) finds;
+- a result: whatever the model's oracle (``spec.check``, ``spec.serving.check``) finds,
+  in its order: root cause first (the rule that breaks first in the replay of the trace);
 - a failure of the sandbox itself (``harness_error``): no finding at all, but
   ``proofs.sandbox.HarnessError``, which ends the run with exit 2 (the table of
   outcome kinds to verdicts is in proofs.sandbox).
@@ -53,13 +54,9 @@ class Finding(NamedTuple):
         return self.kind in OBSERVED
 
 
-def _first(findings: list[Finding], model) -> list[Finding]:
-    order = {name: index for index, name in enumerate(model.names)}
-    return sorted(findings, key=lambda f: order.get(f.invariant, -1))
-
-
 def judge_valid_call(outcome: Outcome, *call, reference: dict | None = None, model=None) -> list[Finding]:
-    """The invariants a call inside the domain broke, in the model's registry order ([] if none)."""
+    """The invariants a call inside the domain broke, root cause first ([] if none): the oracle's
+    findings in its order (the first to break in the replay of the trace first), then ``input_unchanged``."""
     model = model or models.get()
     _no_harness_error(outcome)
     if outcome.kind == TIMED_OUT:
@@ -70,15 +67,14 @@ def judge_valid_call(outcome: Outcome, *call, reference: dict | None = None, mod
         if outcome.error_type == "ValueError":
             return [Finding("validation", f"a valid call raised {outcome.error}", kind=RAISED)]
         return [Finding("termination", f"a valid call raised {outcome.error} instead of returning a result", kind=RAISED)]
-    findings = []
+    if not outcome.sendable:
+        findings = [Finding("well_typed", f"the result is not plain data: {outcome.error}")]
+    else:
+        findings = [Finding(violation.invariant, violation.message, violation, outcome.result)
+                    for violation in model.check(call, outcome.result, reference)]
     if outcome.mutated:
         findings.append(Finding("input_unchanged", describe_change(call, outcome.args_after, model.parameters)))
-    if not outcome.sendable:
-        findings.append(Finding("well_typed", f"the result is not plain data: {outcome.error}"))
-        return _first(findings, model)
-    for violation in model.check(call, outcome.result, reference):
-        findings.append(Finding(violation.invariant, violation.message, violation, outcome.result))
-    return _first(findings, model)
+    return findings
 
 
 def describe_change(before: tuple, after: tuple | None, names: tuple) -> str:
@@ -113,10 +109,15 @@ def _short(value, limit: int = 120) -> str:
 
 
 def judge_invalid_call(outcome: Outcome, rule: str) -> list[Finding]:
-    """The invariants a call outside the domain broke: it must raise ValueError and nothing else."""
+    """The invariants a call outside the domain broke: it must raise ValueError, before any work, and nothing else.
+
+    An invalid call that hangs or dies was accepted (a target that rejects it raises at
+    once): that breaks ``validation``, the root cause, not ``termination``, whose claim is
+    that every valid call ends."""
     _no_harness_error(outcome)
     if outcome.kind in (TIMED_OUT, DIED):
-        return [Finding("termination", f"an invalid call ({rule}): {outcome.error}", kind=outcome.kind)]
+        return [Finding("validation", f"an invalid call ({rule}) was accepted, not rejected: {outcome.error}; "
+                                      "expected ValueError before any work", kind=outcome.kind)]
     if outcome.kind == RAISED:
         if outcome.error_type == "ValueError":
             return []

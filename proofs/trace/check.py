@@ -10,7 +10,8 @@ Bounds: it reads the file once; it keeps the replay's state (per request, and th
 live requests' blocks and queues) and a window of the last ``WINDOW`` entries, never
 the trace, so its memory does not grow with the trace's length.  It stops at the
 first entry during which an invariant breaks, reads a few entries more for the
-picture, and reports the earliest violation found there (registry order breaks ties).
+picture, and reports the root cause of what it found there (``spec.registry.root_cause_first``: the
+first family that breaks, then the earliest tick, registry order breaking ties).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import json
 from typing import Callable, NamedTuple
 
 from proofs.trace.files import TraceFileError, lines, read_header
-from spec.registry import Violation, type_error
+from spec.registry import Violation, root_cause_first, type_error
 
 WINDOW = 12  # entries kept before the failing one, and read after it, for the timeline
 MAX_LANES = 12  # request lanes drawn in the serving picture
@@ -83,7 +84,7 @@ class _ServingStream:
         self.by_id = {r.id: r for r in self.requests}
         self.known = set(self.by_id)
         self.replay = Replay(self.requests, self.config, policy, records=False)
-        self.names = [inv.name for inv in serving.INVARIANTS]
+        self.registry = serving.INVARIANTS
         self.read_entry = read_entry
 
     def entry(self, number: int, value) -> Violation | None:
@@ -169,7 +170,7 @@ class _ChapterStream:
             raise ValueError(f"--policy {policy!r}: expected one of {', '.join(POLICIES)} for the chapter's model")
         jobs = spec.validate(header["jobs"], header["slots"], header["continuous"])
         self.replay = Replay(jobs, header["slots"], header["continuous"], policy)
-        self.names = [inv.name for inv in spec.INVARIANTS]
+        self.registry = spec.INVARIANTS
 
     def entry(self, number: int, value) -> Violation | None:
         where = f"line {number}"
@@ -218,10 +219,12 @@ def _id_ranges(ids) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def _first(found: dict, names: list) -> tuple[Violation, tuple]:
-    """The earliest of ``found`` (registry order breaks ties) and the names of the others."""
+def _first(found: dict, registry, late=()) -> tuple[Violation, tuple]:
+    """The root cause of ``found`` (``spec.registry.root_cause_first``, as the oracles choose it; ``late``: found
+    at the end) and the names of the others, registry order."""
+    names = [invariant.name for invariant in registry]
     rank = {name: index for index, name in enumerate(names)}
-    ordered = sorted(found.values(), key=lambda v: (v.tick is None, v.tick or 0, rank.get(v.invariant, len(rank))))
+    ordered = root_cause_first(found.values(), registry, late)
     first = ordered[0]
     also = tuple(sorted((v.invariant for v in ordered[1:]), key=lambda n: rank.get(n, len(rank))))
     return first, also
@@ -274,7 +277,7 @@ def check_file(path: str, model: str | None = None, policy: str | None = None,
         last_tick = value["tick"]
         window.append((value, held))
         if stream.replay.found:
-            violation, also = _first(stream.replay.found, stream.names)
+            violation, also = _first(stream.replay.found, stream.registry)
             line = number
             break
     if violation is None:
@@ -282,7 +285,7 @@ def check_file(path: str, model: str | None = None, policy: str | None = None,
         if broken is not None:
             violation, line = broken, totals_line
         elif stream.replay.found:
-            violation, also = _first(stream.replay.found, stream.names)
+            violation, also = _first(stream.replay.found, stream.registry, late=stream.replay.found)
             line = None
     timeline, shown, lanes = [], [], ()
     if violation is not None:

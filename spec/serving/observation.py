@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from spec.registry import Violation, type_error
+from spec.registry import Findings, Violation, type_error
 from spec.serving.domain import Config, Request
 from spec.serving.metrics import CACHE_ENTRY_KEY, CACHE_RECORD_KEY, CACHE_TOTAL_KEY, ENTRY_KEYS, RECORD_KEYS, TOTAL_KEYS
 
@@ -44,7 +44,7 @@ class Observation(NamedTuple):
     trace: list  # Tick per entry, in the result's order
     records: list  # the result's `requests` entries (dicts)
     policy: str  # "fcfs" or "none"
-    findings: dict  # invariant name -> its earliest Violation, from spec.serving.result_checks.replay
+    findings: Findings  # invariant name -> its earliest Violation (and which the end found), from spec.serving.result_checks.replay
     cache_hit_tokens: int = 0  # the result's total (absent: 0)
 
     @property
@@ -212,4 +212,4 @@ def observe(requests: tuple[Request, ...], config: Config, result: Any, policy: 
         if isinstance(parsed, Violation):
             return parsed
         ticks.append(parsed)
-    return Observation(tuple(requests), config, result, ticks, list(records), policy, {}, hit_tokens)
+    return Observation(tuple(requests), config, result, ticks, list(records), policy, Findings({}), hit_tokens)

@@ -1,10 +1,14 @@
 """The serving oracle: ``check`` judges any implementation's ``serve`` result for one valid call.
 
-It runs every invariant of the serving registry that a result can show, in registry
-order (one replay of the trace finds them all), then compares the result with the
-reference run, block ids excepted (with prefix caching, up to the renaming fixed by the
-order the engine first takes each id).  The order of ids within an entry's ``aborted``
-or ``finished`` carries no rule: they are compared as sets.  ``policy="none"`` judges an engine with another
+It runs every invariant of the serving registry that a result can show (one replay of
+the trace finds them all), then compares the result with the reference run, block ids
+excepted (with prefix caching, up to the renaming fixed by the order the engine first
+takes each id), and lists what it found root cause first (``spec.registry.root_cause_first``:
+by family, safety before policy; within one, those found during the trace's entries by
+tick, then those only its end shows, registry order breaking ties; the reference's
+difference last: a leak at an abort's tick before the starvation it causes later).  The
+order of ids within an entry's ``aborted`` or ``finished`` carries no rule: they are
+compared as sets.  ``policy="none"`` judges an engine with another
 policy: the policy family and ``matches_reference`` are skipped, safety and metrics
 remain.  It never raises on a malformed result (that is a ``well_typed`` Violation);
 it raises ValueError only when the call itself is outside the domain, or for an
@@ -16,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from spec.registry import Violation
+from spec.registry import Violation, root_cause_first
 from spec.serving.domain import validate
 from spec.serving.invariants import INVARIANTS
 from spec.serving.metrics import CACHE_ENTRY_KEY, CACHE_RECORD_KEY, CACHE_TOTAL_KEY, ENTRY_KEYS, TOTAL_KEYS
@@ -28,7 +32,7 @@ POLICIES = ("fcfs", "none")
 
 
 def check(requests: Any, config: Any, result: Any, reference: dict | None = None, policy: str = "fcfs") -> list[Violation]:
-    """Every invariant the result breaks, each at its earliest tick, in registry order.
+    """Every invariant the result breaks, each at its earliest tick, root cause first (``root_cause_first``).
 
     ``reference`` may pass in ``spec.serving.run(requests, config)`` when the caller has it."""
     if policy not in POLICIES:
@@ -60,7 +64,9 @@ def check(requests: Any, config: Any, result: Any, reference: dict | None = None
             found = None
         if found is not None:
             violations.append(found)
-    return violations
+    outside = [v for v in violations if v.invariant == "matches_reference"]  # not the replay's: after what it found
+    replayed = [v for v in violations if v.invariant != "matches_reference"]
+    return root_cause_first(replayed, INVARIANTS, observation.findings.late) + outside
 
 
 ORDERLESS = ("aborted", "finished")  # lists whose order carries no rule: compared as sets

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable
 
-from spec.registry import Violation, replay_finding
+from spec.registry import Findings, Violation, replay_finding
 from spec.serving.domain import fcfs_key
 from spec.serving.observation import Observation, Tick
 from spec.serving.replay_cache import CacheBook, RulesPool
@@ -730,10 +730,11 @@ class Replay(FcfsChecks, RecordChecks):
                     self.release_leak(request_id, t, f"is {r.status} and still holds blocks")
 
 
-def replay(obs: Observation) -> dict[str, Violation]:
-    """Replay the result's trace once and return each broken invariant's earliest Violation."""
+def replay(obs: Observation) -> Findings:
+    """Replay the result's trace once and return each broken invariant's earliest Violation (and which the end found)."""
     state = Replay(obs.requests, obs.config, obs.policy)
     for entry in obs.trace:
         state.tick(entry)
+    during = len(state.found)
     state.close(obs.records, obs.result)
-    return state.found
+    return Findings(state.found, list(state.found)[during:])

@@ -1,7 +1,7 @@
 """A hit on a block another running request holds takes no reference, so the block is freed when that request leaves while the hitting request still holds it (the node lock skipped in mini-sglang's RadixCacheManager, sgl-project/mini-sglang#52)."""
 
-EXPECTED = "no_false_sharing"
-ALSO = ("refcount_exact", "lru_eviction")
+EXPECTED = "refcount_exact"
+ALSO = ("no_false_sharing", "lru_eviction")
 DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")

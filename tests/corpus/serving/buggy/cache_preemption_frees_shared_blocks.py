@@ -1,7 +1,7 @@
 """A preempted request frees every block of its table, also those other running requests hold, so a shared block goes back to the free queue while in use (a block returned to the free list while a live sequence held it, Avarok-Cybersecurity/atlas#373)."""
 
-EXPECTED = "no_false_sharing"
-ALSO = ("refcount_exact",)
+EXPECTED = "refcount_exact"
+ALSO = ("no_false_sharing",)
 DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
