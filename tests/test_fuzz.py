@@ -8,6 +8,7 @@ it fuzzes anything, and while it fuzzes), and by verify there.  The items HypoFu
 fuzzes are those of ``pytest --schedcheck TARGET --schedcheck-fuzz``.
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -191,20 +192,25 @@ def test_ctrl_c_stops_a_campaign_cleanly_with_what_it_covered(tmp_path):
 
     running = schedcheck(tmp_path, "fuzz", "impl:schedule", "--check", "conformance", "--no-dashboard", background=True)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not any("proofs.fuzz.hub" in args for args in commands_in(tmp_path)):
-            time.sleep(0.2)  # until HypoFuzz runs beside the command
-        time.sleep(5)
-        running.send_signal(signal.SIGINT)
-        out, err = running.communicate(timeout=60)
-    finally:
-        if running.poll() is None:
-            running.kill()
-            running.wait()
-    assert running.returncode == 0, out + err
-    assert out.strip().splitlines()[-1].startswith("NO FAILURE impl:schedule  engine=hypofuzz  "), out
-    assert "Traceback" not in out + err
-    assert gone(tmp_path)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not any("proofs.fuzz.hub" in args for args in commands_in(tmp_path)):
+                time.sleep(0.2)  # until HypoFuzz runs beside the command
+            time.sleep(5)
+            running.send_signal(signal.SIGINT)
+            out, err = running.communicate(timeout=180)  # a safety net: it ends in seconds on a quiet machine
+        finally:
+            if running.poll() is None:
+                running.kill()
+                running.wait()
+        assert running.returncode == 0, out + err
+        assert out.strip().splitlines()[-1].startswith("NO FAILURE impl:schedule  engine=hypofuzz  "), out
+        assert "Traceback" not in out + err
+        assert gone(tmp_path)
+    finally:  # judged above; a failed test leaves no hub or worker running behind it
+        for pid in processes_in(tmp_path):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def gone(folder, seconds: float = 10.0) -> bool:
