@@ -42,6 +42,7 @@ def without_checks(out: str) -> str:
     return "\n".join(kept)
 
 
+@pytest.mark.slow  # two whole verify runs (about 20 s on 2 quiet cores): the slow run
 def test_two_workers_report_what_one_does(tmp_path):
     target = os.path.join(BUGGY, "sjf_hidden_priority.py") + ":schedule"
     (tmp_path / "one").mkdir()

@@ -699,6 +699,7 @@ def test_preempted_order_is_still_a_rule():
     assert S.check(requests, config, swapped, policy="none") == []  # another victim rule: safety holds
 
 
+@pytest.mark.slow  # a whole stateful run (about 14 s on 2 quiet cores): the slow run
 def test_the_hostile_target_abort_order_passes_the_stateful_test():
     """tests/corpus/serving/online_correct/abort_order.py lists aborted in the order the client called abort (and,
     caching off, frees them so): correct, since that order carries no rule.  Before issue 18 it failed

@@ -82,6 +82,7 @@ def test_traces_of_the_correct_corpus_pass(tmp_path, name):
         assert report.verdict == "pass", (requests, config, report)
 
 
+@pytest.mark.slow  # records and checks traces of every online target (about 12 s on 2 quiet cores): the slow run
 def test_recorded_traces_of_online_targets_pass(tmp_path):
     requests = tmp_path / "r.json"
     config = tmp_path / "c.json"

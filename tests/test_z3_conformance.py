@@ -111,6 +111,7 @@ def test_the_copy_imports_its_own_spec(tmp_path):
     assert out.strip() == str(folder / "spec" / "serving" / "state.py")
 
 
+@pytest.mark.slow  # the whole validation of both models on a copy (about 17 s on 2 quiet cores): the slow run
 def test_the_unchanged_copy_passes_the_validation(tmp_path):
     folder = copy_project(tmp_path, [])
     for args in (["--model", "serving", "--max-requests", "4"], ["--max-jobs", "4"]):
