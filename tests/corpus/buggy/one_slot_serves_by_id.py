@@ -1,6 +1,7 @@
 """With a single slot, jobs are taken in id order (a fast path for one slot), not in (arrival, id) order."""
 
 EXPECTED = "fifo_order"
+ALSO = ("continuous_backfills",)  # when the lowest id has not arrived yet the slot idles while an arrived job waits (tick 0), before the FIFO order breaks
 CORNER = "one_slot"
 CORNER = "full_with_queue"
 

@@ -1,6 +1,7 @@
 """Only admissions register blocks, so blocks filled by later prefill chunks and by decode are never cached (a block's hash must follow its tokens as decode fills it, neuralmagic/nm-vllm#3)."""
 
 EXPECTED = "longest_prefix_hit"
+ALSO = ("work_conserving",)  # a hit missed leaves a request that would fit waiting, at the admission tick
 DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")

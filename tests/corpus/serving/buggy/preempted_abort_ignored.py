@@ -1,6 +1,7 @@
 """An abort is not applied to a preempted request while it waits to resume, so it is admitted again and served after its abort tick."""
 
 EXPECTED = "no_start_before_arrival"
+ALSO = ("every_job_completes_once",)  # the aborted request runs on to finish: the ledger family names it first
 CORNER = "abort_preempted"
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")

@@ -1,6 +1,7 @@
 """An abort is applied only to a request that has been admitted at least once, so a request aborted before its first admission is admitted and served anyway."""
 
 EXPECTED = "no_start_before_arrival"
+ALSO = ("every_job_completes_once",)  # the aborted request runs on to finish: the ledger family names it first
 CORNER = "abort_waiting"
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")

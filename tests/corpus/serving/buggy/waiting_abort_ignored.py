@@ -1,6 +1,7 @@
 """Aborts are applied only to running requests, so a request aborted while it waits is admitted and served after its abort tick."""
 
 EXPECTED = "no_start_before_arrival"
+ALSO = ("every_job_completes_once",)  # the aborted request runs on to finish: the ledger family names it first
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
 REQUEST_KEYS = ("id", "arrival", "prompt", "output")
