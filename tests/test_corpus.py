@@ -10,13 +10,13 @@ refuse them as a usage error (exit 2, one line naming EXPECTED), not fail them.
 
 import json
 import pathlib
-import re
 
 import pytest
 
 import spec
 from proofs.cli.main import main
 from proofs.counterexample import parse_input_repr
+from tests.corpus_names import also_of, expected_of
 
 pytestmark = pytest.mark.slow  # a campaign: `python -m pytest -n 2 -m slow` (README)
 
@@ -25,16 +25,6 @@ BUGGY = sorted(p for p in (CORPUS / "buggy").glob("*.py") if p.name != "__init__
 CORRECT = sorted(p for p in (CORPUS / "correct").glob("*.py") if p.name != "__init__.py")
 NOT_A_TARGET = sorted(p for p in (CORPUS / "not_a_target").glob("*.py") if p.name != "__init__.py")
 FUNCTION = {"engine_class.py": "Engine"}  # the name each not_a_target file is checked by (default schedule)
-
-
-def expected_of(path: pathlib.Path) -> str:
-    return re.search(r'^EXPECTED = "([^"]+)"', path.read_text(), re.M).group(1)
-
-
-def also_of(path: pathlib.Path) -> tuple:
-    """The other invariant a file names as an equally right first finding (the rule its bug breaks at an earlier tick)."""
-    found = re.search(r'^ALSO = \(([^)]*)\)', path.read_text(), re.M)
-    return tuple(re.findall(r'"(\w+)"', found.group(1))) if found else ()
 
 
 # The outcome of a campaign must not depend on the machine's speed or load: the seed and the examples are fixed, the

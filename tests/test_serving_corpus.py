@@ -9,13 +9,13 @@ must pass, as must our impl (with the stateful test of its online scheduler).
 
 import json
 import pathlib
-import re
 
 import pytest
 
 import spec.serving
 from proofs.cli.main import main
 from proofs.counterexample import parse_input_repr
+from tests.corpus_names import also_of, expected_of
 
 pytestmark = pytest.mark.slow  # a campaign: `python -m pytest -n 2 -m slow` (README)
 
@@ -25,16 +25,6 @@ CORRECT = sorted(p for p in (CORPUS / "correct").glob("*.py") if p.name != "__in
 # issue 20's rows: until the spec knows prefix caching, the cache_ files cannot be judged by their EXPECTED
 # rule (tests/test_serving_cache_buggy_selfcheck.py checks them against the issue's rules meanwhile)
 CACHING = {"no_false_sharing", "refcount_exact", "longest_prefix_hit", "lru_eviction"} <= set(spec.serving.NAMES)
-
-
-def expected_of(path: pathlib.Path) -> str:
-    return re.search(r'^EXPECTED = "(\w+)"', path.read_text(), re.M).group(1)
-
-
-def also_of(path: pathlib.Path) -> tuple:
-    """The other invariant a file names as an equally right first finding (a leak that also starves the run), if any."""
-    found = re.search(r'^ALSO = \(([^)]*)\)', path.read_text(), re.M)
-    return tuple(re.findall(r'"(\w+)"', found.group(1))) if found else ()
 
 
 # As tests/test_corpus.py: fixed seed and examples, a budget far above the time the planned checks take (a safety
