@@ -17,6 +17,7 @@ from proofs.symbolic.engine import COUNTEREXAMPLE, parse_invocation, run_crossha
 from proofs.targets import load_callable, parse_target
 from proofs.views import impl_step, scheduler_from_state, state_from_view
 from spec import STATE_INVARIANTS, initial, step
+from tests.patience import contracts_searched
 
 pytestmark = pytest.mark.slow  # a campaign: `python -m pytest -n 2 -m slow` (README)
 
@@ -116,8 +117,8 @@ def test_outcomes_say_how_far_each_contract_got():
 @pytest.mark.parametrize("path", STEP_BUGS, ids=lambda p: os.path.basename(p)[:-3])
 def test_injected_step_bug_is_found_with_its_invariant(path):
     bug = _load(path)
-    (result,) = run_crosshair(
-        scheduler_class=bug.Scheduler, budget_seconds=90, per_condition_seconds=60,
+    (result,) = contracts_searched(
+        run_crosshair, scheduler_class=bug.Scheduler, budget_seconds=90, per_condition_seconds=60,
         names=(bug.EXPECTED,), subjects=("impl.Scheduler.step",),
     )
     assert result.outcome == COUNTEREXAMPLE, result
@@ -133,7 +134,8 @@ def test_injected_step_bug_is_found_with_its_invariant(path):
 )
 def test_external_validation_bug_is_caught(name):
     target = load_callable(parse_target(os.path.join(HERE, "corpus", "buggy", f"{name}.py") + ":schedule"))
-    results = run_crosshair(target, budget_seconds=60, per_condition_seconds=15, with_check=False)
+    results = contracts_searched(lambda **limits: run_crosshair(target, with_check=False, **limits),
+                                 budget_seconds=60, per_condition_seconds=15)
     found = [r for r in results if r.outcome == COUNTEREXAMPLE]
     assert found, results
     call = found[0].counterexample

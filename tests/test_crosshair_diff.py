@@ -6,6 +6,7 @@ import pytest
 
 from proofs.symbolic.diff import behaviour, crosshair_differences
 from proofs.targets import load_callable, parse_target
+from tests.patience import differences_found
 
 pytestmark = pytest.mark.slow  # a campaign: `python -m pytest -n 2 -m slow` (README)
 
@@ -25,7 +26,7 @@ def test_two_correct_schedulers_do_not_differ_within_a_short_budget():
 
 
 def test_a_same_tick_arrival_admitted_late_is_found_and_differs_concretely():
-    calls = crosshair_differences(EVENT_DRIVEN, LATE, seconds=15.0)
+    calls = differences_found(EVENT_DRIVEN, LATE, seconds=15.0)
     assert calls, "expected at least one differing call"
     for jobs, slots, continuous in calls:
         call = (jobs, slots, continuous)
@@ -37,7 +38,7 @@ def test_a_same_tick_arrival_admitted_late_is_found_and_differs_concretely():
 
 
 def test_accepting_repeated_ids_is_a_validation_difference():
-    calls = crosshair_differences(HEAP_QUEUE, DUPLICATES, seconds=12.0)
+    calls = differences_found(HEAP_QUEUE, DUPLICATES, seconds=12.0)
     assert calls, "expected at least one differing call"
     for call in calls:
         old, new = concrete(HEAP_QUEUE, call), concrete(DUPLICATES, call)

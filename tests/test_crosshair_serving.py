@@ -16,6 +16,7 @@ import spec.serving as serving
 from proofs.cli.main import main
 from proofs.symbolic import bridge, engine
 from proofs.symbolic import serving as S
+from tests.patience import contracts_searched
 
 sys.path.insert(0, os.path.dirname(__file__))
 import crosshair_serving_mutants as mutants  # noqa: E402
@@ -407,8 +408,8 @@ def test_serving_contracts_check_our_impl_only(tmp_path, capsys):
 @pytest.mark.parametrize("name", NAMED)
 def test_each_contract_finds_its_injected_bug(name):
     # CrossHair's per-condition limit (CPU seconds) is the target, 30 s; the child is killed later (engine._run_all)
-    (result,) = engine.run_serving_crosshair(
-        mutants.make(name), budget_seconds=60, per_condition_seconds=30, names=(name,),
+    (result,) = contracts_searched(
+        engine.run_serving_crosshair, make=mutants.make(name), budget_seconds=60, per_condition_seconds=30, names=(name,),
         subjects=("impl.ServingScheduler.step",), workers=1,
     )
     assert result.outcome == engine.COUNTEREXAMPLE, result
@@ -421,8 +422,8 @@ def test_each_contract_finds_its_injected_bug(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CACHE_BREAKS))
 def test_each_caching_contract_finds_its_injected_bug(name):
-    (result,) = engine.run_serving_crosshair(
-        mutants.make_cached(name), budget_seconds=60, per_condition_seconds=30, names=(name,),
+    (result,) = contracts_searched(
+        engine.run_serving_crosshair, make=mutants.make_cached(name), budget_seconds=60, per_condition_seconds=30, names=(name,),
         subjects=("impl.ServingScheduler.step" + S.CACHING,), workers=1,
     )
     assert result.outcome == engine.COUNTEREXAMPLE, result
