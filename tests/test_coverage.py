@@ -118,6 +118,10 @@ def test_the_caching_predicates_read_the_reference_right():
     late = _caching_corners([first, {"id": 1, "arrival": 9, "prompt": 6, "output": 1, "tokens": [1, 2, 3, 4, 5, 0]}],
                             config)
     assert late == {"shared_prefix_off_block_boundary", "hit_on_free_block"}, late
+    # a twin admitted in the first's tick hits the blocks the first took earlier in that tick: the replay goes in
+    # scheduling order, so it sees them held and the first's prompt started
+    twins = _caching_corners([first, dict(first, id=1, output=2)], dict(config, token_budget=64))
+    assert twins == {"shared_prefix_off_block_boundary", "hit_on_held_block"}, twins
     # the same calls with caching off reach none of them
     assert not _caching_corners([first, dict(first, id=1, arrival=2)], dict(config, prefix_caching=False))
 
