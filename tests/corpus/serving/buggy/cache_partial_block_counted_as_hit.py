@@ -1,6 +1,7 @@
 """When the prefix an admission shares with an earlier prompt ends inside a block, the shared tokens of that partial block are counted as computed though the block is the request's own new block and never received their KV (token-granular reuse of a partial page without the copy into a private page that sgl-project/sglang#35635 makes; a paged cache must align a match down to a block, as SGLang's RadixKey.page_aligned does, sgl-project/sglang#23107)."""
 
 EXPECTED = "work_conservation"  # the request finishes with more tokens cached than its hits hold
+ALSO = ("nonnegative_remaining",)  # where it runs on after the skip: the tokens it schedules were not left to compute
 CORNER = "shared_prefix_off_block_boundary"
 DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
