@@ -17,9 +17,10 @@ took until every corner it reached had been reached (the last first reach).  Mod
 Each mode runs ``--runs`` times, interleaved; medians.  Time to a counterexample
 (``--cex``): for every one-bug scheduler of the corner corpus (files with a CORNER
 line) of the model, the bulk phase alone and the conformance search alone, each from
-a fresh process state, until the first counterexample is minimised and confirmed
-(harness CPU and wall seconds, seeds 0..runs-1, medians; "-" when none was found
-within ``--calls`` bulk calls or ``--hypothesis-calls`` examples).
+a fresh process state, over the model verify takes for the file (prefix caching drawn
+for a ``cache_`` file, whose DOMAIN supports it), until the first counterexample is
+minimised and confirmed (harness CPU and wall seconds, seeds 0..runs-1, medians; "-"
+when none was found within ``--calls`` bulk calls or ``--hypothesis-calls`` examples).
 
     python benchmarks/bench_bulk.py --model chapter [--calls 5000] [--hypothesis-calls 500] [--runs 3]
     python benchmarks/bench_bulk.py --model serving --cex [--runs 3]
@@ -39,6 +40,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from proofs import models  # noqa: E402
+from proofs.models import declared  # noqa: E402
 from proofs.sandbox import TargetProcess, harness_collector  # noqa: E402
 from proofs.search import coverage  # noqa: E402
 from proofs.search.bulk import BulkPhase  # noqa: E402
@@ -80,8 +82,13 @@ class FirstReach:
         covered.add_names = add_names
 
 
-def search_for(model_name: str, target: str, deadline: float, seed: int, examples: dict) -> tuple:
+def search_for(model_name: str, target: str, deadline: float, seed: int, examples: dict,
+               as_verify: bool = False) -> tuple:
+    """A search of ``target``; ``as_verify``: over the model verify takes for it (its DOMAIN, prefix caching drawn
+    where it supports it: proofs.models.declared), else over the plain model."""
     model = models.get(model_name)
+    if as_verify:
+        model = declared.for_target(model, parse_target(target))
     process = TargetProcess(parse_target(target), shape=model.shape)
     process.start()
     return Search(process, deadline, seed=seed, model=model, examples=examples), process
@@ -118,7 +125,8 @@ def time_to_counterexample(mode: str, model_name: str, path: pathlib.Path, seed:
                            hypothesis_calls: int) -> tuple:
     examples = examples_for(hypothesis_calls) | {"conformance": hypothesis_calls, "bulk": calls}
     started_cpu, started_wall = time.process_time(), time.monotonic()
-    search, process = search_for(model_name, f"{path}:{FUNCTION[model_name]}", time.monotonic() + 120, seed, examples)
+    search, process = search_for(model_name, f"{path}:{FUNCTION[model_name]}", time.monotonic() + 120, seed, examples,
+                                 as_verify=True)
     with process:
         found = search.run(only={"bulk" if mode == "bulk" else "conformance"})
     cpu, wall = time.process_time() - started_cpu, time.monotonic() - started_wall

@@ -294,7 +294,9 @@ def cache_facts(call, reference) -> set:
     preemption, abort or finish drops it from every block of its table) and the blocks sitting in
     the free queue with their cached contents (``freed`` puts them there, a hit or an allocation
     takes them out: an allocation of a block that was freed is the eviction of what it cached); blocks
-    freed by aborts and preemptions enter the queue before the tick's waiting pass, by finishers after it."""
+    freed by aborts and preemptions enter the queue before the tick's waiting pass, by finishers after it.  Within
+    a tick the replay goes in scheduling order (the running pass, then each admission's hits before its new blocks),
+    so a hit sees the blocks and prompts of the requests scheduled before it in the same tick."""
     requests, config = call
     bs = config["block_size"]
     tokens = {r["id"]: tuple(r["tokens"]) for r in requests if r.get("tokens") is not None}
@@ -323,31 +325,30 @@ def cache_facts(call, reference) -> set:
             if rid not in finishing:
                 free.update(blocks)
         evicting = any(block in free for _, blocks in entry["allocated"] for block in blocks)
-        for rid, blocks in entry["hits"]:
-            if any(block in free for block in blocks):
-                reached.add("hit_on_free_block")
-                if evicting:
-                    reached.add("hit_while_evicting")
-            if rid in preempted_once:
-                reached.add("hit_after_preemption")
-            if any(holders.get(block) for block in blocks):
-                reached.add("hit_on_held_block")
-            mine = tokens.get(rid)
-            if mine is not None:
-                shared = max((_common(mine, tokens[o]) for o in started if o in tokens and o != rid), default=0)
-                if shared:
-                    reached.add("shared_prefix_on_block_boundary" if shared % bs == 0 else
-                                "shared_prefix_off_block_boundary")
-            for block in blocks:
+        hits = dict(entry["hits"])
+        allocated = dict(entry["allocated"])
+        for rid, _ in entry["scheduled"]:  # in scheduling order: a hit sees what earlier requests of its tick took
+            blocks = hits.get(rid, ())
+            if blocks:
+                if any(block in free for block in blocks):
+                    reached.add("hit_on_free_block")
+                    if evicting:
+                        reached.add("hit_while_evicting")
+                if rid in preempted_once:
+                    reached.add("hit_after_preemption")
+                if any(holders.get(block) for block in blocks):
+                    reached.add("hit_on_held_block")
+                mine = tokens.get(rid)
+                if mine is not None:
+                    shared = max((_common(mine, tokens[o]) for o in started if o in tokens and o != rid), default=0)
+                    if shared:
+                        reached.add("shared_prefix_on_block_boundary" if shared % bs == 0 else
+                                    "shared_prefix_off_block_boundary")
+            for block in (*blocks, *allocated.get(rid, ())):
                 free.discard(block)
                 holders.setdefault(block, set()).add(rid)
             tables.setdefault(rid, []).extend(blocks)
-        for rid, blocks in entry["allocated"]:
-            for block in blocks:
-                free.discard(block)
-                holders.setdefault(block, set()).add(rid)
-            tables.setdefault(rid, []).extend(blocks)
-        for rid, _ in entry["scheduled"]:
+            tables[rid].extend(allocated.get(rid, ()))
             if rid not in started:
                 started.append(rid)
         for rid in entry["finished"]:

@@ -2,6 +2,7 @@
 
 EXPECTED = "no_false_sharing"  # taken while held and overwritten
 ALSO = ("refcount_exact", "lru_eviction", "kv_exclusive")  # kv_exclusive: the hitting request itself given the block back (one table holds it twice)
+CORNER = "hit_on_free_block"
 DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")

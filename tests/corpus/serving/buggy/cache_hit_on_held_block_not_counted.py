@@ -2,6 +2,7 @@
 
 EXPECTED = "refcount_exact"
 ALSO = ("no_false_sharing", "lru_eviction")
+CORNER = "hit_on_held_block"
 DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")

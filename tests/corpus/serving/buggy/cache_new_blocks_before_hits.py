@@ -2,6 +2,7 @@
 
 EXPECTED = "no_false_sharing"
 ALSO = ("kv_exclusive", "refcount_exact", "longest_prefix_hit")
+CORNER = "hit_while_evicting"
 DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")

@@ -2,6 +2,7 @@
 
 EXPECTED = "work_conservation"
 ALSO = ("metrics_consistent",)
+CORNER = "hit_after_preemption"
 DOMAIN = {"prefix_caching": [False, True]}  # prefix caching supported: the search draws it (proofs/models/declared.py)
 
 CONFIG_KEYS = ("max_seqs", "token_budget", "block_size", "num_blocks", "chunked_prefill")
