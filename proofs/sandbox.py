@@ -1474,6 +1474,8 @@ class TargetProcess:
         except (BrokenPipeError, ConnectionResetError, EOFError):
             self._pending = (args, seconds, limit, None, _DIED)
             return
+        except KeyboardInterrupt:  # the user's Ctrl-C is the caller's to handle, never a harness error
+            raise
         except BaseException as error:  # the harness handed over a call it cannot pickle
             self.close()
             self._pending = (args, seconds, limit, None, Outcome(
@@ -1796,6 +1798,8 @@ class Child:
                     return message
         except (EOFError, OSError):
             return None
+        except KeyboardInterrupt:  # the user's Ctrl-C while a message was read: the caller's to handle
+            raise
         except BaseException as error:  # a message that cannot be read here
             return [HARNESS_ERROR, f"a message from the child could not be read: {type(error).__name__}: "
                                    f"{_describe(error)}", ""]

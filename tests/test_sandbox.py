@@ -354,3 +354,28 @@ def test_a_hung_worker_dies_with_a_harness_killed_from_outside(tmp_path):
     finally:
         run.kill()
         run.wait(10)
+
+
+def _one():
+    return 1
+
+
+def test_a_ctrl_c_while_a_childs_message_is_read_reaches_the_caller(monkeypatch):
+    """A KeyboardInterrupt (the user's Ctrl-C) raised while the harness reads a child's message is the caller's to
+    handle: it propagates, where any other failure of the read becomes a harness error (seen: a `schedcheck fuzz`
+    that went on for minutes after Ctrl-C under load)."""
+    import proofs.sandbox as sandbox
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sandbox, "decode", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_once(_one, seconds=30)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("unreadable")
+
+    monkeypatch.setattr(sandbox, "decode", broken)
+    outcome = run_once(_one, seconds=30)
+    assert outcome.kind == "harness_error" and "could not be read" in outcome.error, outcome
