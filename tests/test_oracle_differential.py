@@ -133,29 +133,28 @@ def in_baseline_order(call, result):
     return result
 
 
-# Messages reworded on purpose since BASELINE, each as (BASELINE's wording, today's), both read to one form: issue
-# 20 made a finished list a set, so a finished request that the tick does not schedule is named, where BASELINE
-# (whose order rule ``in_baseline_order`` meets) could only say the list was not in scheduled order.
-REWORDED = [
-    (re.compile(r"^(tick -?\d+ lists finished \[[^]]*\]), not in scheduled order \[[^]]*\]$"),
-     re.compile(r"^(tick -?\d+ lists finished \[[^]]*\]), but does not schedule request -?\d+$")),
-]
+# The one message reworded on purpose since BASELINE, in BASELINE's wording and today's: issue 20 made a finished list
+# a set, so a finished request that the tick does not schedule is named, where BASELINE (whose order rule
+# ``in_baseline_order`` meets) could only say the list was not in scheduled order.  ``worded`` reads both as one.
+FINISHED_NOT_SCHEDULED = (
+    re.compile(r"^(tick -?\d+ lists finished \[[^]]*\]), not in scheduled order \[[^]]*\]$"),
+    re.compile(r"^(tick -?\d+ lists finished \[[^]]*\]), but does not schedule request -?\d+$"),
+)
 
 
 def worded(message):
-    """``message`` with a rewording of ``REWORDED`` read to one form; any other message as it is."""
-    for pair in REWORDED:
-        for pattern in pair:
-            if isinstance(message, str) and (match := pattern.match(message)):
-                return match.group(1) + ", <a finished request the tick does not schedule>"
+    """``message`` in one form if it is either wording of FINISHED_NOT_SCHEDULED; any other message as it is."""
+    for pattern in FINISHED_NOT_SCHEDULED:
+        if isinstance(message, str) and (match := pattern.match(message)):
+            return match.group(1) + ", <a finished request the tick does not schedule>"
     return message
 
 
 def judged(violations, serving):
     """Violations as compared across the two trees: the serving model's ``matches_reference`` by its tick only, since
     issue 18 made its message and values print block ids where BASELINE printed their counts, and a first difference
-    that is only the order of a list names the list, not a request (its ids empty); a message of ``REWORDED`` in one
-    form (its invariant, tick, ids and values still compared as they are)."""
+    that is only the order of a list names the list, not a request (its ids empty); either wording of
+    ``FINISHED_NOT_SCHEDULED`` in one form (its invariant, tick, ids and values still compared as they are)."""
     return [tuple(v)[:1] + tuple(v)[2:3] if serving and v.invariant == "matches_reference"
             else (v[0], worded(v[1])) + tuple(v)[2:] for v in violations]
 
