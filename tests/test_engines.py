@@ -504,9 +504,15 @@ def test_vllm_puts_a_freed_block_without_a_hash_at_the_head_of_its_free_queue():
     assert findings(requests, config_, result, "fcfs")[0] == "lru_eviction"
 
 
+ALL_CACHING = "prefix_caching=False or True"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("policy", ["none"])  # fcfs: V3 is gone, but with prefix caching V6 fails it (docs/engines.md)
-def test_verify_checks_vllm_and_ends_with_a_verdict(policy, tmp_path):
+@pytest.mark.parametrize(("adapter_file", "policy", "caching"), [
+    ("vllm_v1.py", "none", ALL_CACHING),  # fcfs with prefix caching fails on V6 alone (docs/engines.md)
+    ("vllm_v1_uncached.py", "fcfs", "prefix_caching=False"),  # the policy tick by tick where the model and vLLM agree
+])
+def test_verify_checks_vllm_and_ends_with_a_verdict(adapter_file, policy, caching, tmp_path):
     vllm()
     usage = subprocess.run([sys.executable, "-m", "proofs.cli", "verify", "--help"], capture_output=True, text=True,
                            cwd=ROOT).stdout
@@ -514,14 +520,24 @@ def test_verify_checks_vllm_and_ends_with_a_verdict(policy, tmp_path):
         pytest.skip("this schedcheck has no --load-timeout (the sandbox's zygote, issue 18): vLLM's import exceeds "
                     "the default import limit of a sandbox child")
     command = [sys.executable, "-m", "proofs.cli", "verify", "--model", "serving", "--online",
-               os.path.join(ENGINES, "vllm_v1.py") + ":make", "--policy", policy, "--examples", "40",
+               os.path.join(ENGINES, adapter_file) + ":make", "--policy", policy, "--examples", "40",
                "--seed", "0", "--db", "none", "--save-dir", str(tmp_path), "--budget", "300", "--load-timeout", "300"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=ROOT)
     last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     assert done.returncode == 0 and last.startswith("PASS"), done.stdout[-3000:] + done.stderr[-3000:]
-    assert last.endswith("declared domain: reserve_full_sequence=False or True; prefix_caching=False or True; "
+    assert last.endswith(f"declared domain: reserve_full_sequence=False or True; {caching}; "
                          "token_budget >= max_seqs; without chunked prefill, every request's prompt + output <= "
                          "token_budget")
+
+
+def test_the_uncached_vllm_adapter_declares_vllm_v1s_domain_with_caching_off():
+    """vllm_v1_uncached.py narrows vllm_v1.py's declaration in prefix_caching alone (read from both sources)."""
+    from proofs.models import declared
+
+    full, uncached = (declared.read(parse_target(os.path.join(ENGINES, name) + ":make"))
+                      for name in ("vllm_v1.py", "vllm_v1_uncached.py"))
+    assert full["prefix_caching"] == [False, True] and uncached["prefix_caching"] == [False]
+    assert {**full, "prefix_caching": [False]} == uncached
 
 
 # -- SGLang 0.5.23: its admission, KV allocation, radix cache and allocator on CPU (examples/engines/sglang_kv.py) --
