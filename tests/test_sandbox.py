@@ -321,10 +321,13 @@ def test_a_harness_error_ends_the_command_with_exit_2_and_one_line(monkeypatch, 
         raise RuntimeError("a bug of the worker loop")
 
     monkeypatch.setattr(sandbox, "_answer", broken)
+    monkeypatch.chdir(tmp_path)  # the traceback is saved under the working folder's .schedcheck/
     code = main(["verify", "--budget", "5", "--db", "none", "--save-dir", str(tmp_path)])
     captured = capsys.readouterr()
     assert code == 2 and "FAIL" not in captured.out, captured.out
     assert captured.err.strip().splitlines()[-1].startswith("schedcheck: internal error:"), captured.err
+    saved = list((tmp_path / ".schedcheck").glob("internal-error-*.txt"))
+    assert len(saved) == 1 and "a bug of the worker loop" in saved[0].read_text(), saved
 
 
 def test_a_hung_worker_dies_with_a_harness_killed_from_outside(tmp_path):

@@ -14,6 +14,7 @@ import json
 import pathlib
 import random
 import subprocess
+import tempfile
 import sys
 
 import pytest
@@ -47,8 +48,9 @@ def result_file(tmp_path, call, result, name="t.jsonl"):
 
 
 def cli(*args, cwd=None):
+    """``schedcheck trace ARGS``, by default in a fresh folder: what it saves (.schedcheck/) stays out of the repository."""
     return subprocess.run([sys.executable, "-m", "proofs.cli.main", "trace", *args], capture_output=True, text=True,
-                          cwd=cwd)
+                          cwd=cwd or tempfile.mkdtemp(prefix="schedcheck-test-trace-"))
 
 
 # ---------------------------------------------------------------- correct traces pass
