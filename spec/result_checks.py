@@ -27,10 +27,8 @@ then that have tokens left, in the same order; then jobs that start now) is judg
 time proportional to the jobs that start or finish in it, the continuing part by one
 list comparison: for such an entry every rule below reduces to a check on the jobs
 that start (see ``_continues``).  Any other entry goes through every rule job by job
-(``_any_entry``).  A whole trace (``replay_trace``) is first cut into runs of entries
-that repeat the one before (list comparisons in C), and the repeats of a run that serve
-exactly the jobs left are judged as one plain stretch: O(runs + jobs) steps plus
-O(services) of list comparison.
+(``_any_entry``).  A whole replay is O(entries + jobs) steps plus O(services) of list
+comparison.
 """
 
 from __future__ import annotations
@@ -38,8 +36,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from itertools import chain, compress, repeat
-from operator import add, and_, eq, itemgetter, not_
+from operator import itemgetter
 from typing import Callable, Sequence
 
 from spec.domain import fifo_key
@@ -94,6 +91,7 @@ class Replay:
         self.run_list: list[int] = []  # list(run)
         self.due: dict[int, list[int]] = {}  # tick -> the jobs of run whose last token it serves
         self.due_ticks: list[int] = []  # heap of due's ticks (some stale: no longer in due)
+        self.single_until = 0  # replay_trace: entries before this index are replayed one by one
         self.start: dict[int, int] = {}
         self.active: dict[int, None] = {}  # started and unfinished, in admission order
         self.previous: int | None = None
@@ -208,36 +206,28 @@ class Replay:
     def replay_trace(self, ticks: list, served: list) -> None:
         """Replay a whole trace (``ticks[i]`` serves ``served[i]``): ``tick`` on each entry, a plain stretch at a time.
 
-        The trace is first cut into runs of entries that each serve the same list as the
-        entry before them at the next tick (``repeats``: list comparisons in C).  In a run,
-        the entries after its first that serve exactly ``run`` form a plain stretch, up to
-        and including the next tick at which a job of run is served its last token:
-        ``tick`` would judge each by ``_continues`` with no newcomer, which checks only
+        A plain stretch is entries that each continue the one before with no job
+        starting or finishing: the next ticks, each serving exactly ``run``, up to the
+        next tick at which a job of run is served its last token.  ``tick`` would judge
+        each by ``_continues`` with no newcomer and no job ending, which checks only
         slot_bound, termination and, continuous, a free slot while the FIFO head has
-        arrived, and then ends the jobs due; over the stretch those checks are monotone in
-        the tick (run and the head do not change), so ``_plain_stretch`` judges the
-        stretch at once and ends the jobs due at its last tick.  A trace where every entry
-        starts or ends a job is the case of runs of one entry, judged one by one."""
-        if not ticks:
-            return
-        continues, any_entry, plain = self._continues, self._any_entry, self._plain_stretch
-        first = 0
-        for until in chain(repeats(ticks, served), (len(ticks),)):  # entries first..until-1: one run
-            if not continues(ticks[first], served[first]):
-                any_entry(ticks[first], served[first])
-            index = first + 1
-            while index < until:
-                taken = plain(ticks, served, index, until)
-                if not taken:
-                    if not continues(ticks[index], served[index]):
-                        any_entry(ticks[index], served[index])
-                    taken = 1
-                index += taken
-            first = until
+        arrived; over the stretch those are monotone in the tick (run and the head do
+        not change), so ``_plain_stretch`` judges the stretch at once, its entries
+        compared by two list comparisons."""
+        index, length = 0, len(ticks)
+        continues, any_entry = self._continues, self._any_entry
+        while index < length:
+            if index >= self.single_until and self.run_list:
+                taken = self._plain_stretch(ticks, served, index)
+                if taken:
+                    index += taken
+                    continue
+            if not continues(ticks[index], served[index]):
+                any_entry(ticks[index], served[index])
+            index += 1
 
-    def _plain_stretch(self, ticks: list, served: list, index: int, until: int) -> int:
-        """Judge the plain stretch at ``index`` (entries index..until-1 each repeat entry index) and return its
-        length, or return 0 and change nothing."""
+    def _plain_stretch(self, ticks: list, served: list, index: int) -> int:
+        """Judge the plain stretch at ``index`` and return its length, or return 0 and change nothing."""
         run_list, previous = self.run_list, self.previous
         if not run_list or previous is None:
             return 0
@@ -247,8 +237,13 @@ class Replay:
         while due_ticks[0] not in self.due:
             heapq.heappop(due_ticks)
         first = previous + 1
-        count = min(until - index, due_ticks[0] - first + 1)  # the entries up to the next due tick, included
-        if count < 1 or ticks[index] != first or served[index] != run_list:
+        end = min(len(ticks), index + due_ticks[0] - first)  # the entries before the next due tick
+        count = end - index
+        if count < 4:
+            self.single_until = end  # too short to be worth a comparison: one by one
+            return 0
+        if ticks[index:end] != list(range(first, first + count)) or served[index:end] != [run_list] * count:
+            self.single_until = end  # not plain: one by one up to the due tick (so no stretch is compared twice)
             return 0
         last = first + count - 1
         size = len(run_list)
@@ -262,22 +257,7 @@ class Replay:
                 self._policy_after(max(first, head.arrival), run_list, (), set())
         self.busy += size * count
         self.previous = last
-        if self._end_due(last):
-            self.run_list = list(self.run)
         return count
-
-    def _end_due(self, tick: int) -> bool:
-        """The jobs of run whose last token ``tick`` serves leave run and finish (``_leave_run``, then ``_finish``)."""
-        ending = self.due.pop(tick, None)
-        if not ending:
-            return False
-        count, last, run, active = self.count, self.last, self.run, self.active
-        for job_id in ending:
-            count[job_id] += tick - run.pop(job_id) + 1
-            last[job_id] = tick
-            active.pop(job_id, None)
-        self.finish_max = max(self.finish_max, tick + 1)
-        return True
 
     def _continues(self, tick: int, served: list) -> bool:
         """Judge an entry that continues the latest one and return True, or return False and change nothing.
@@ -340,7 +320,14 @@ class Replay:
         elif self.policy and self.continuous and size < self.slots:
             self._policy_after(tick, served, (), set())  # (static: no job starts, one batch: nothing to judge)
         self.busy += size
-        ending = self._end_due(tick)
+        ending = self.due.pop(tick, None)
+        if ending:
+            count, last, run, active = self.count, self.last, self.run, self.active
+            for job_id in ending:  # _leave_run, then _finish
+                count[job_id] += tick - run.pop(job_id) + 1
+                last[job_id] = tick
+                active.pop(job_id, None)
+            self.finish_max = max(self.finish_max, tick + 1)
         if newcomers or ending:
             self.run_list = list(self.run)
         return True
@@ -529,12 +516,6 @@ class Replay:
                 expected=f"<= {self.bound}", actual=result["makespan_ticks"],
             )
         self.check_totals(result)
-
-
-def repeats(ticks: list, served: list) -> list[int]:
-    """The indexes of the entries that do not repeat the entry before them (the same list at the next tick), ascending."""
-    same = map(and_, map(eq, served[1:], served[:-1]), map(eq, ticks[1:], map(add, ticks[:-1], repeat(1))))
-    return list(compress(range(1, len(ticks)), map(not_, same)))
 
 
 def replay(obs: Observation, ordered=None) -> Findings:
