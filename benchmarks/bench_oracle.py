@@ -21,9 +21,10 @@ benchmarks/baselines/compiled.py: built once under /tmp, a few minutes; needs
 ratio pure / compiled.  ``--phases`` prints, per row, where one check's CPU time goes
 (the domain check, the well-typed reading, the replay of the trace, the records and
 totals, the reference run compared as it is made), median and least of ``--runs``, for this
-tree, the baseline and the compiled build, alternating run by run.  ``--floor`` prints, per row, impl.schedule beside the
-parts of a check that no rule can make cheaper: the domain check, the typed reading of the
-result, and the reference run alone (sorted and run to its end, nothing compared).
+tree, the baseline and the compiled build, alternating run by run.  ``--floor`` prints, per
+row, impl.schedule beside the parts of a check that no rule can make cheaper: the domain
+check, the typed reading of the result, and the reference run alone (sorted and run to its
+end, nothing compared).
 """
 
 from __future__ import annotations
