@@ -49,8 +49,9 @@ def _judge(parsed, jobs, slots, continuous, result, reference) -> list[Violation
         return [Violation("well_typed", f"the result could not be read: {error!r}")]
     if isinstance(observation, Violation):
         return [observation]
+    ordered = tuple(sorted(parsed, key=fifo_key))  # FIFO order, for the replay and the reference alike
     try:
-        observation = observation._replace(findings=replay(observation))
+        observation = observation._replace(findings=replay(observation, ordered))
     except Exception as error:  # a well-shaped result whose values the replay cannot follow
         return [Violation("well_typed", f"the result's trace could not be replayed: {error!r}")]
     violations = [
@@ -61,7 +62,7 @@ def _judge(parsed, jobs, slots, continuous, result, reference) -> list[Violation
         if found is not None
     ]
     if reference is None:
-        difference = _differs_from_the_run(parsed, slots, continuous, observation)
+        difference = _differs_from_the_run(ordered, slots, continuous, observation)
     else:
         difference = first_difference(reference, result, observation)
     violations = root_cause_first(violations, INVARIANTS, observation.findings.late)
@@ -92,9 +93,9 @@ def first_difference(expected: dict, actual: dict, read: Observation | None = No
     return _records_differ(expected, actual)
 
 
-def _differs_from_the_run(parsed, slots: int, continuous: bool, obs: Observation) -> Violation | None:
-    """``first_difference(spec.run(...), result)``, the reference's trace compared as it is made, never built."""
-    ordered = tuple(sorted(parsed, key=fifo_key))
+def _differs_from_the_run(ordered, slots: int, continuous: bool, obs: Observation) -> Violation | None:
+    """``first_difference(spec.run(...), result)``, the reference's trace compared as it is made, never built
+    (``ordered``: the jobs in FIFO order)."""
     done: list = []
     ticks, served_lists = obs.ticks, obs.served
     length = len(ticks)

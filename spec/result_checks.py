@@ -72,13 +72,14 @@ RESULT_CHECKS: dict[str, Callable[[Observation], Violation | None]] = {name: rep
 class Replay:
     """One pass over a chapter trace; ``found`` maps each invariant to its earliest Violation."""
 
-    def __init__(self, jobs, slots: int, continuous: bool, policy: str = "fifo") -> None:
+    def __init__(self, jobs, slots: int, continuous: bool, policy: str = "fifo", ordered=None) -> None:
+        """``ordered`` may pass ``sorted(jobs, key=fifo_key)`` when the caller has it."""
         if policy not in POLICIES:
             raise ValueError(f"policy={policy!r}: expected one of {', '.join(POLICIES)}")
         self.slots, self.continuous = slots, continuous
         self.policy = policy != "none"
         self.job = {job.id: job for job in jobs}
-        self.order = [job.id for job in sorted(jobs, key=fifo_key)]
+        self.order = [job.id for job in (sorted(jobs, key=fifo_key) if ordered is None else ordered)]
         self.position = {job_id: index for index, job_id in enumerate(self.order)}
         self.first_unstarted = 0  # index into order
         # A job's services so far: count[id] + (previous - run[id] + 1) while it is in
@@ -517,9 +518,11 @@ class Replay:
         self.check_totals(result)
 
 
-def replay(obs: Observation) -> Findings:
-    """Replay the result's trace once and return each broken invariant's earliest Violation (and which the end found)."""
-    state = Replay(obs.jobs, obs.slots, obs.continuous)
+def replay(obs: Observation, ordered=None) -> Findings:
+    """Replay the result's trace once and return each broken invariant's earliest Violation (and which the end found).
+
+    ``ordered`` may pass the jobs in FIFO order."""
+    state = Replay(obs.jobs, obs.slots, obs.continuous, ordered=ordered)
     state.replay_trace(obs.ticks, obs.served)
     during = len(state.found)
     state.close(obs.completed, obs.result)

@@ -74,6 +74,54 @@ def test_the_replay_s_shortcuts_find_what_the_long_way_finds(monkeypatch):
     assert sum(bool(v) for v in fast) > 100  # the corrupted half is mostly caught: the comparison is not vacuous
 
 
+def at_a_run_edge(rng: random.Random, result: dict) -> dict:
+    """``result`` with one change where a run of repeated entries (the same list at the next tick) starts or ends, or
+    in its middle: a job kept past its last token, a tick moved, a list changed, an entry dropped or doubled, or the
+    entries of a run sharing one list object."""
+    result = copy.deepcopy(result)
+    trace = result["trace"]
+    edges = [i for i in range(1, len(trace)) if trace[i]["served"] != trace[i - 1]["served"]] or [0]
+    i = min(len(trace) - 1, max(0, rng.choice(edges) + rng.choice([-1, 0, 0, 1, 2])))
+    change = rng.randrange(7)
+    if change == 0 and i > 0:  # the jobs that finished at entry i - 1 are served once more
+        trace[i]["served"] = trace[i - 1]["served"][:]
+    elif change == 1:
+        trace[i]["tick"] += rng.choice([-1, 1, 2])
+    elif change == 2:
+        trace[i]["served"] = trace[i]["served"][:-1] or [0]
+    elif change == 3:
+        del trace[i]
+    elif change == 4:
+        trace.insert(i, {"tick": trace[i]["tick"], "served": trace[i]["served"]})
+    elif change == 5:  # a stretch broken in the middle: one repeated entry serves its list reversed
+        trace[i]["served"] = trace[i]["served"][::-1]
+    else:  # every entry of the run that holds i shares entry i's list object (no change to the values)
+        for j in range(i + 1, len(trace)):
+            if trace[j]["served"] != trace[i]["served"]:
+                break
+            trace[j]["served"] = trace[i]["served"]
+    return result
+
+
+def test_the_runs_of_repeated_entries_are_judged_as_entry_by_entry(monkeypatch):
+    """Long runs (jobs of up to 30 tokens on few slots), changed at a run's edge or inside it: the shortcuts (an
+    entry that continues the one before, a plain stretch) find what the long way finds, message by message and tick
+    by tick."""
+    rng = random.Random(11)
+    cases = []
+    for _ in range(300):
+        jobs = [{"id": i, "arrival": rng.randint(0, 40), "tokens": rng.randint(1, 30)} for i in range(rng.randint(1, 10))]
+        call = (jobs, rng.randint(1, 4), rng.random() < 0.5)
+        good = impl.schedule(*call)
+        cases += [(call, good), (call, at_a_run_edge(rng, good)), (call, at_a_run_edge(rng, at_a_run_edge(rng, good)))]
+    fast = [verdicts(call, result) for call, result in cases]
+    monkeypatch.setattr(result_checks.Replay, "_continues", lambda self, tick, served: False)
+    monkeypatch.setattr(result_checks.Replay, "_plain_stretch", lambda self, ticks, served, index: 0)
+    slow = [verdicts(call, result) for call, result in cases]
+    assert fast == slow
+    assert sum(bool(v) for v in fast) > 300  # most changed results are caught: the comparison is not vacuous
+
+
 def test_the_reference_compared_as_it_is_made_is_first_difference_with_spec_run():
     for rng, jobs, slots, continuous in calls(4, 200):
         result = corrupt(rng, impl.schedule(jobs, slots, continuous))
