@@ -134,6 +134,33 @@ def test_the_fcfs_pass_rows_are_proved_at_n2_and_refuted_by_their_mutant(row):
     assert S.is_valid(*_call(cex["call"])), "the run is outside the domain"
 
 
+@pytest.mark.parametrize("row", sorted(C.CASES))
+def test_a_proof_by_cases_is_proved_and_a_split_that_misses_a_case_is_rejected(row, monkeypatch):
+    """Each split row is proved at n = 3 by cases; with one case of one part left out (a split whose guards do not
+    cover every state) the row is not proved but ``unknown``, the split rejected."""
+    proved = C.prove_inductive(row, 3)
+    assert proved["status"] == "proved" and "by cases" in proved["detail"], proved
+    split = C.CASES[row]
+
+    def missing_case(*args):
+        parts = split(*args)
+        at = next(k for k, (_, cases) in enumerate(parts) if len(cases) > 1)  # a part with a real split
+        part, cases = parts[at]
+        return parts[:at] + [(part, cases[1:])] + parts[at + 1:]
+
+    monkeypatch.setitem(C.CASES, row, missing_case)
+    rejected = C.prove_inductive(row, 3)
+    assert rejected["status"] == "unknown" and "rejected" in rejected["detail"], rejected
+
+
+def test_a_case_that_fails_is_a_counterexample_not_a_rejection():
+    """Under the row's mutant the split still covers every state, and a case's model is a counterexample: the row is
+    refuted by a concrete run, as without the split."""
+    for row in sorted(C.CASES):
+        result = C.prove_inductive(row, 2, C.REFUTED_BY[row])
+        assert result["status"] == "refuted" and result["counterexample"]["breaks"] == row, result
+
+
 def test_the_default_bound_is_the_documented_one():
     from proofs.cli import prove
 

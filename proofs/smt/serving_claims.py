@@ -126,7 +126,7 @@ RULES = {
 RULE_N, RULE_DEPTH = 2, 6
 # Rows bounded lower than the rest, for cost: work_conserving at n = 6 takes about 30 to 45 s of CPU alone (the
 # other inductive rows 1 to 9 s at n = 6), and with n = 1..5 before it would pass the per-claim budget on a loaded machine.
-CAPPED = {"work_conserving": 5, "running_first": 6, "slot_bound": 7, "token_budget": 7, "kv_capacity": 7}
+CAPPED = {"work_conserving": 5, "slot_bound": 7, "token_budget": 7, "kv_capacity": 7}
 # Registry rows with an any-n row (proofs.smt.serving_fold) about the spec's reachable states: a consecution at an n
 # above the bounded row's cap may assume the claim there, the any-n row being what justifies it (with Init, a claim
 # true of every reachable state strengthens any induction over them).
@@ -268,6 +268,83 @@ def _unsat_parts(solver: z3.Solver, goal, first=()) -> tuple:
         return PROVED, None
     finally:
         solver.pop()
+
+
+def _by_cases(solver: z3.Solver, parts: list, goal) -> tuple:
+    """Prove ``goal`` by cases: ``(status, model, detail)``; the solver is left as it was.
+
+    ``parts`` is a list of ``(part, cases)``, each case a ``(what, guard)``.  For each part: the guards cover every
+    state of the hypotheses (the negation of their disjunction is unsat: else the split is rejected, ``unknown``),
+    and under each guard the part holds (the part's negation with the guard unsat; a model there is a
+    counterexample to the part, so to the goal); each part proved is a hypothesis of the next.  Last, the goal
+    itself, its negation unsat under the hypotheses and every part (the parts are facts the hypotheses imply, so
+    they only help the solver: a split can prove nothing the hypotheses do not)."""
+    solver.push()
+    try:
+        for number, (part, cases) in enumerate(parts):
+            status, _ = _unsat(solver, z3.Not(_any_of([guard for _, guard in cases])))
+            if status != PROVED:
+                why = ("a state of the hypotheses is in none of the cases" if status == REFUTED else
+                       "the solver gave up on whether the cases cover every state")
+                return UNKNOWN, None, f"part {number}: the proof by cases is rejected: {why}"
+            for what, guard in cases:
+                status, model = _unsat(solver, z3.And(guard, z3.Not(part)))
+                if status != PROVED:
+                    return status, model, f"part {number}, case {what!r}"
+            solver.add(part)
+        status, model = _unsat(solver, z3.Not(goal))
+        return status, model, "the goal from its parts"
+    finally:
+        solver.pop()
+
+
+def _any_of(terms: list):
+    return z3.Or(terms) if terms else z3.BoolVal(False)
+
+
+def running_first_cases(inp: M.Inputs, s: M.Vars, t: M.Vars, terms: M.StepTerms) -> list:
+    """``running_first`` in parts, each proved by cases, then the goal from them.
+
+    First, two facts of the step: an admission happens only in a tick without preemption whose running pass left
+    budget (``admitted``); and, per running request i, if the tick preempted nobody and the running pass gave i
+    nothing, it left no budget (``spent``).  ``spent`` is split by where the running pass first gives out: no
+    running request ahead of i asks past the budget (then the ones ahead got all they asked, at least the budget,
+    since i got nothing), or request j, ahead of i, is the first to (everyone ahead of j got all it asked, j the
+    rest).  The cases cover every state: if some request ahead of i asks past the budget, the one of lowest running
+    rank among those that do is such a j.  Last, the goal's parts (``serving_model.running_first_parts``, one per
+    request) from these facts, each in one case."""
+    n = inp.n
+    every = [("every state", z3.BoolVal(True))]
+
+    def need(k):
+        return M.known(inp, s, k) - s.c[k]
+
+    def run1(k):
+        return z3.And(M.running(s, k), z3.Not(terms.leave[k]))
+
+    def ahead(k, j):  # k runs ahead of j in the running pass
+        return z3.And(run1(k), s.rr[k] < s.rr[j])
+
+    def over(k):  # k asks past the budget: its need and everyone's ahead of it exceed what the pass gives out
+        return terms.before[k] + need(k) > terms.run_budget
+
+    def none_over(j):
+        return M._all(z3.Implies(ahead(k, j), z3.Not(over(k))) for k in range(n) if k != j)
+
+    admitted = z3.Implies(M._any(terms.admit), z3.And(z3.Not(terms.any_pre), terms.budget_kept >= 1))
+    out = [(admitted, every)]
+    for i in range(n):
+        spent = z3.Implies(z3.And(z3.Not(terms.any_pre), run1(i), terms.n_run[i] == 0), terms.budget_kept <= 0)
+        cases = [(f"no request ahead of {i} asks past the budget", none_over(i))]
+        cases += [(f"request {j} is the first ahead of {i} to ask past the budget",
+                   z3.And(ahead(j, i), over(j), none_over(j))) for j in range(n) if j != i]
+        out.append((spent, cases))
+    out += [(part, every) for part in M.running_first_parts(inp, t)]
+    return out
+
+
+# Rows proved by cases (``_by_cases``): name -> the function giving each part of its goal and the part's cases.
+CASES = {"running_first": running_first_cases}
 
 
 def describe(val: dict) -> dict:
@@ -440,7 +517,9 @@ def prove_inductive(name: str, n: int, mutant: str | None = None) -> dict:
     pre = _strengthened(inp, s, assumptions(name))
     goal = predicate(inp, t)
     hints = M.step_hints(inp, s, t, terms) if name in HINTED else []
-    near, rest = _cone(inp, s, t, terms, args, [goal] + hints, pre + M.domain(inp, mutant))
+    split = CASES[name](inp, s, t, terms) if name in CASES else None
+    guards = [guard for _, cases in split or [] for _, guard in cases]
+    near, rest = _cone(inp, s, t, terms, args, [goal] + hints + guards, pre + M.domain(inp, mutant))
     base.add(*pre, *near)
     base.push()
     base.add(*rest)  # with rest, the hypotheses are the support, every frame definition, the whole step and every axiom
@@ -449,18 +528,23 @@ def prove_inductive(name: str, n: int, mutant: str | None = None) -> dict:
     if hyp != "yes":
         return _not_sat(hyp, f"consecution ({', '.join(assumptions(name))} and the step)")
     def attempt():
+        if split is not None:
+            return _by_cases(base, split, goal)
         if name in SPLIT:
-            return _unsat_parts(base, goal, hints)
-        return _unsat(base, z3.Not(goal))
+            return (*_unsat_parts(base, goal, hints), "")
+        return (*_unsat(base, z3.Not(goal)), "")
 
-    status, model = attempt()
+    status, model, where = attempt()
     if status != PROVED:  # the cone left something out, or the claim fails: again with every hypothesis
         base.add(*rest)
-        status, model = attempt()
+        status, model, where = attempt()
+    by_cases = f"; by cases ({sum(len(c) for _, c in split)} cases in {len(split)} parts, each part's cases proved " \
+               "to cover every state)" if split is not None else ""
     if status == PROVED:
-        return _result(PROVED, f"assumes {', '.join(assumptions(name))}")
+        return _result(PROVED, f"assumes {', '.join(assumptions(name))}{by_cases}")
     if status == UNKNOWN:
-        return _result(UNKNOWN, "consecution: the solver gave up")
+        return _result(UNKNOWN, f"consecution: {where or 'the solver gave up'}" if "rejected" in where
+                       else f"consecution: the solver gave up{' (' + where + ')' if where else ''}")
     # Not inductive: look for a reachable violation, with up to 3 requests (a CTI at n = 1 may need a second
     # request to be reached, as a preemption does); the claim is "for every n <= the bound", so any of them refutes it.
     found = bmc(name, 3, 5, mutant)
