@@ -360,6 +360,7 @@ class StepTerms:
     before: tuple = ()  # the running pass: each request's ``before`` (the needs of the running ones ahead of it)
     run_budget: object = None  # the budget the running pass gives out (``token_budget``, but in a mutant)
     budget_kept: object = None  # the budget the running pass leaves to the waiting pass
+    waiting_pass: dict = None  # its terms: "left", "ok", "pos", "free_adm" (tuples), "free_kept", "running_kept"
 
 
 def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") -> StepTerms:
@@ -438,13 +439,14 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
     q_adm = tuple(inp.blk(n_adm[i]) for i in idx)
     block_args += list(enumerate(n_adm))
     ok = []
-    pos = []
+    pos, frees = [], []
     for j in idx:
         first = firsts[j]
         pos_j = name("pos", j, count(f for _, f in first))
         pos.append(pos_j)
         left = lefts[j]
         free = name("free_adm", j, free1 - total(z3.If(f, q_adm[m], 0) for m, f in first))
+        frees.append(free)
         kn = known(inp, s, j)
         ready = inp.arr[j] <= tick + (1 if mutant == "admit_before_arrival" else 0)
         seats = (running1 + pos_j <= inp.max_seqs) if mutant == "admit_while_le_seqs" else (running1 + pos_j < inp.max_seqs)
@@ -512,7 +514,9 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
     nxt["lt"] = tick
     nxt["hl"] = z3.BoolVal(True)
     return StepTerms(tuple(defs), tuple(names), tick, leave, kept, pre, n_run, extra, admit, n_adm, q_adm, tuple(amount),
-                     tuple(gen), tuple(finish), any_pre, tuple(block_args), nxt, tuple(befores), budget, budget1)
+                     tuple(gen), tuple(finish), any_pre, tuple(block_args), nxt, tuple(befores), budget, budget1,
+                     {"left": tuple(lefts), "ok": tuple(ok), "pos": tuple(pos), "free_adm": tuple(frees),
+                      "free_kept": free1, "running_kept": running1})
 
 
 def equal_to_terms(inp: Inputs, t: Vars, terms: StepTerms) -> list:
