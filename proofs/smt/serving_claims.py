@@ -596,7 +596,7 @@ def prove_inductive(name: str, n: int, mutant: str | None = None) -> dict:
     goal = predicate(inp, t)
     hints = M.step_hints(inp, s, t, terms) if name in HINTED else []
     split = CASES[name](inp, s, t, terms) if name in CASES else None
-    guards = [guard for _, cases in split or [] for _, guard in cases]
+    guards = [x for part, cases in split or [] for x in [part] + [guard for _, guard in cases]]  # in the cone too
     near, rest = _cone(inp, s, t, terms, args, [goal] + hints + guards, pre + M.domain(inp, mutant))
     base.add(*pre, *near)
     base.push()
