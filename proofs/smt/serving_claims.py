@@ -55,7 +55,9 @@ with status ``unknown``, never proved.
 
 Assumptions: the encoding of ``proofs.smt.serving_model`` (tested against
 ``spec.serving.step``).  Bounds: n from 1 to ``max_requests`` (the rows in
-``CAPPED`` at most their cap, for cost); values unbounded.
+``CAPPED`` at most their cap, for cost: none now); values unbounded.  ``running_first`` and ``work_conserving`` are
+proved by cases (``CASES``, ``_by_cases``): each part of the consecution under the same hypotheses, a part's cases
+proved to cover every state (else the split is rejected: ``unknown``), each case unsat.
 Nothing runs at import time.
 """
 
