@@ -350,14 +350,16 @@ def work_conserving_cases(inp: M.Inputs, s: M.Vars, t: M.Vars, terms: M.StepTerm
 
     The goal's guard (the latest tick preempted nobody and scheduled someone) is ``quiet``.  The facts of the step,
     in order: in a quiet tick, the budget the post-state has left is what the running pass left less what the
-    waiting pass gave (``spent``); an admission in the latest entry is an admission of the step.  Per request h,
+    waiting pass gave (``spent``); an admission in the latest entry is an admission of the step; per request, what
+    runs (or finished) after a quiet tick and what it holds, and so their counts and free blocks.  Per request h,
     ``stop(h)``: h waited, was not admitted, nobody was preempted, and every request ahead of h in the queue was
     admitted.  The queue's head after a quiet tick is such an h; its admission test failed; the admitted are
     exactly the requests ahead of it; and the waiting pass gave either all that those asked or at least the budget
     the running pass left, split by where it first gave a partial chunk: nowhere ahead of h, or at request p, ahead
     of h, the first to get one (the cases cover every state: of the requests ahead of h with a partial chunk, the
-    one lowest in the queue is such a p).  Per request i, a partial chunk spends the budget.  Last, the goal's
-    conjuncts from these facts, each in one case."""
+    one lowest in the queue is such a p).  Per request i, a partial chunk spends the budget.  Per request h, the
+    head's ask after a quiet tick that left budget is what its admission test asked.  Last, the goal's conjuncts
+    from these facts, each in one case."""
     n = inp.n
     every = [("every state", z3.BoolVal(True))]
     wp = terms.waiting_pass
@@ -398,11 +400,12 @@ def work_conserving_cases(inp: M.Inputs, s: M.Vars, t: M.Vars, terms: M.StepTerm
                                              z3.Not(z3.And(terms.kept[i], terms.admit[i])))), every))
     out += [(z3.Implies(quiet, running_then == wp["running_kept"] + M.count(terms.admit)), every),
             (z3.Implies(quiet, free_then == wp["free_kept"] - taken), every)]
+    def is_head(h):  # h is the queue's head after the tick
+        return z3.And(M.waiting(t, h), M._all(z3.Implies(M.waiting(t, j), t.wr[h] < t.wr[j]) for j in range(n) if j != h))
+
     for h in range(n):
-        is_head = z3.And(M.waiting(t, h), M._all(z3.Implies(M.waiting(t, j), t.wr[h] < t.wr[j])
-                                                 for j in range(n) if j != h))
         asked = M.total(z3.If(ahead(m, h), kn(m), 0) for m in range(n) if m != h)
-        out += [(z3.Implies(z3.And(quiet, is_head), stop(h)), every),
+        out += [(z3.Implies(z3.And(quiet, is_head(h)), stop(h)), every),
                 (z3.Implies(stop(h), z3.Not(wp["ok"][h])), every),
                 (z3.Implies(stop(h), M._all(z3.Implies(terms.admit[m], ahead(m, h)) for m in range(n) if m != h)),
                  every),
@@ -413,12 +416,10 @@ def work_conserving_cases(inp: M.Inputs, s: M.Vars, t: M.Vars, terms: M.StepTerm
                    z3.And(ahead(p, h), partial_chunk(p), no_partial_ahead(p))) for p in range(n) if p != h]
         out.append((z3.Implies(stop(h), z3.Or(spent == asked, spent >= terms.budget_kept)), cases))
     out += [(z3.Implies(partial_chunk(i), spent == terms.budget_kept), every) for i in range(n)]
-    for h in range(n):
-        is_head = z3.And(M.waiting(t, h), M._all(z3.Implies(M.waiting(t, j), t.wr[h] < t.wr[j])
-                                                 for j in range(n) if j != h))
-        out.append((z3.Implies(z3.And(quiet, is_head, M.budget_left_latest(inp, t) >= 1),
-                               z3.And(M.head_ask(inp, t, h) == terms.n_adm[h], wp["left"][h] == M.budget_left_latest(inp, t))),
-                    every))
+    left_then = M.budget_left_latest(inp, t)
+    out += [(z3.Implies(z3.And(quiet, is_head(h), left_then >= 1),
+                        z3.And(M.head_ask(inp, t, h) == terms.n_adm[h], wp["left"][h] == left_then)), every)
+            for h in range(n)]
     out += [(part, every) for part in _conjuncts(M.enc_work_conserving(inp, t))]
     return out
 
