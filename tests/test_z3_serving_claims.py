@@ -175,6 +175,9 @@ def test_the_default_bound_is_the_documented_one():
     for name in ("running_first", "work_conserving", "slot_bound", "token_budget", "kv_capacity"):
         assert bounds[name] == f"n <= {n}", (name, bounds[name])  # issue 22: every row at n <= 8
     assert "kv_capacity" in claims["termination"].depends  # the bounded row itself, at n
+    for name in C.POLICY_ROWS:  # assumed by no consecution, so no row waits on them (step_total included)
+        assert not any(name in c.depends for c in claims.values() if c.claim != C.LONE), name  # LONE assumes all at n = 1
+        assert not any(name in support for row, support in C.SUPPORT.items() if row != name), name
     docs = (pathlib.Path(__file__).parent.parent / "docs" / "prove.md").read_text()
     assert f"The default is `--max-requests {n}`" in docs
 

@@ -156,9 +156,14 @@ def support_rows(name: str, n: int, bounds: dict) -> list:
     return [ANY_N[a] if a in ANY_N and bounds.get(a, n) < n else row_name(a) for a in SUPPORT[name]]
 
 
+# Claims about the latest entry's policy that no consecution assumes (not in any other row's SUPPORT): step_total
+# does not assume them either, so that no row waits on them (work_conserving is the ledger's costliest row).
+POLICY_ROWS = ("running_first", "work_conserving")
+
+
 def assumed_at(n: int, bounds: dict) -> list:
-    """The invariants and lemmas a check at n may assume: those proved at n, or true for any n."""
-    return [x for x in invariant_names() if bounds.get(x, n) >= n or x in ANY_N]
+    """The invariants and lemmas a check at n may assume: those proved at n, or true for any n (not ``POLICY_ROWS``)."""
+    return [x for x in invariant_names() if (bounds.get(x, n) >= n or x in ANY_N) and x not in POLICY_ROWS]
 SPLIT = ("work_conservation", "work_conserving", "running_first", "ranks")  # rows proved one conjunct at a time, each a hypothesis of the next
 HINTED = ("work_conservation",)  # rows whose goal starts with serving_model.step_hints (the ledger shares' moves)
 
