@@ -45,7 +45,7 @@ finds the concrete run shown (breaking the named claim), and with every rule tha
 claim is proved."""
 
 DEFAULT_MAX_JOBS = 16  # every per-job row for n = 1..16 (docs/prove.md, "Growth with the bound")
-DEFAULT_MAX_REQUESTS = 8  # the serving model: every per-request row for n = 1..8 but those CAPPED (docs/prove.md, "Serving model")
+DEFAULT_MAX_REQUESTS = 8  # the serving model: every per-request row for n = 1..8 (none CAPPED; docs/prove.md, "Serving model")
 DEFAULT_BUDGET = 120.0
 DEFAULT_POLICY_JOBS = 16  # the policy theorem for n = 1..16
 FIELDS = ("claim", "status", "kind", "method", "bound", "hypotheses_satisfiable", "refuted_by", "seconds",

@@ -55,7 +55,9 @@ with status ``unknown``, never proved.
 
 Assumptions: the encoding of ``proofs.smt.serving_model`` (tested against
 ``spec.serving.step``).  Bounds: n from 1 to ``max_requests`` (the rows in
-``CAPPED`` at most their cap, for cost); values unbounded.
+``CAPPED`` at most their cap, for cost: none now); values unbounded.  ``running_first`` and ``work_conserving`` are
+proved by cases (``CASES``, ``_by_cases``): each part of the consecution under the same hypotheses, a part's cases
+proved to cover every state (else the split is rejected: ``unknown``), each case unsat.
 Nothing runs at import time.
 """
 
@@ -124,9 +126,9 @@ RULES = {
                         "token_budget can never be re-admitted, and FCFS blocks everyone behind it: the state repeats"),
 }
 RULE_N, RULE_DEPTH = 2, 6
-# Rows bounded lower than the rest, for cost: work_conserving at n = 6 takes about 30 to 45 s of CPU alone (the
-# other inductive rows 1 to 9 s at n = 6), and with n = 1..5 before it would pass the per-claim budget on a loaded machine.
-CAPPED = {"work_conserving": 5, "running_first": 6, "slot_bound": 7, "token_budget": 7, "kv_capacity": 7}
+# Rows bounded lower than the rest, for cost (none now: running_first and work_conserving are proved by cases,
+# ``CASES``, and the rows that assume slot_bound, token_budget and kv_capacity fit at n <= 8; docs/prove.md).
+CAPPED: dict = {}
 # Registry rows with an any-n row (proofs.smt.serving_fold) about the spec's reachable states: a consecution at an n
 # above the bounded row's cap may assume the claim there, the any-n row being what justifies it (with Init, a claim
 # true of every reachable state strengthens any induction over them).
@@ -154,9 +156,14 @@ def support_rows(name: str, n: int, bounds: dict) -> list:
     return [ANY_N[a] if a in ANY_N and bounds.get(a, n) < n else row_name(a) for a in SUPPORT[name]]
 
 
+# Claims about the latest entry's policy that no consecution assumes (not in any other row's SUPPORT): step_total
+# does not assume them either, so that no row waits on them (work_conserving is the ledger's costliest row).
+POLICY_ROWS = ("running_first", "work_conserving")
+
+
 def assumed_at(n: int, bounds: dict) -> list:
-    """The invariants and lemmas a check at n may assume: those proved at n, or true for any n."""
-    return [x for x in invariant_names() if bounds.get(x, n) >= n or x in ANY_N]
+    """The invariants and lemmas a check at n may assume: those proved at n, or true for any n (not ``POLICY_ROWS``)."""
+    return [x for x in invariant_names() if (bounds.get(x, n) >= n or x in ANY_N) and x not in POLICY_ROWS]
 SPLIT = ("work_conservation", "work_conserving", "running_first", "ranks")  # rows proved one conjunct at a time, each a hypothesis of the next
 HINTED = ("work_conservation",)  # rows whose goal starts with serving_model.step_hints (the ledger shares' moves)
 
@@ -268,6 +275,162 @@ def _unsat_parts(solver: z3.Solver, goal, first=()) -> tuple:
         return PROVED, None
     finally:
         solver.pop()
+
+
+def _by_cases(solver: z3.Solver, parts: list, goal) -> tuple:
+    """Prove ``goal`` by cases: ``(status, model, detail)``; the solver is left as it was.
+
+    ``parts`` is a list of ``(part, cases)``, each case a ``(what, guard)``.  For each part: the guards cover every
+    state of the hypotheses (the negation of their disjunction is unsat: else the split is rejected, ``unknown``),
+    and under each guard the part holds (the part's negation with the guard unsat; a model there is a
+    counterexample to the part, so to the goal); each part proved is a hypothesis of the next.  Last, the goal
+    itself, its negation unsat under the hypotheses and every part (the parts are facts the hypotheses imply, so
+    they only help the solver: a split can prove nothing the hypotheses do not)."""
+    solver.push()
+    try:
+        for number, (part, cases) in enumerate(parts):
+            status, _ = _unsat(solver, z3.Not(_any_of([guard for _, guard in cases])))
+            if status != PROVED:
+                why = ("a state of the hypotheses is in none of the cases" if status == REFUTED else
+                       "the solver gave up on whether the cases cover every state")
+                return UNKNOWN, None, f"part {number}: the proof by cases is rejected: {why}"
+            for what, guard in cases:
+                status, model = _unsat(solver, z3.And(guard, z3.Not(part)))
+                if status != PROVED:
+                    return status, model, f"part {number}, case {what!r}"
+            solver.add(part)
+        status, model = _unsat(solver, z3.Not(goal))
+        return status, model, "the goal from its parts"
+    finally:
+        solver.pop()
+
+
+def _any_of(terms: list):
+    return z3.Or(terms) if terms else z3.BoolVal(False)
+
+
+def running_first_cases(inp: M.Inputs, s: M.Vars, t: M.Vars, terms: M.StepTerms) -> list:
+    """``running_first`` in parts, each proved by cases, then the goal from them.
+
+    First, two facts of the step: an admission happens only in a tick without preemption whose running pass left
+    budget (``admitted``); and, per running request i, if the tick preempted nobody and the running pass gave i
+    nothing, it left no budget (``spent``).  ``spent`` is split by where the running pass first gives out: no
+    running request ahead of i asks past the budget (then the ones ahead got all they asked, at least the budget,
+    since i got nothing), or request j, ahead of i, is the first to (everyone ahead of j got all it asked, j the
+    rest).  The cases cover every state: if some request ahead of i asks past the budget, the one of lowest running
+    rank among those that do is such a j.  Last, the goal's parts (``serving_model.running_first_parts``, one per
+    request) from these facts, each in one case."""
+    n = inp.n
+    every = [("every state", z3.BoolVal(True))]
+
+    def need(k):
+        return M.known(inp, s, k) - s.c[k]
+
+    def run1(k):
+        return z3.And(M.running(s, k), z3.Not(terms.leave[k]))
+
+    def ahead(k, j):  # k runs ahead of j in the running pass
+        return z3.And(run1(k), s.rr[k] < s.rr[j])
+
+    def over(k):  # k asks past the budget: its need and everyone's ahead of it exceed what the pass gives out
+        return terms.before[k] + need(k) > terms.run_budget
+
+    def none_over(j):
+        return M._all(z3.Implies(ahead(k, j), z3.Not(over(k))) for k in range(n) if k != j)
+
+    admitted = z3.Implies(M._any(terms.admit), z3.And(z3.Not(terms.any_pre), terms.budget_kept >= 1))
+    out = [(admitted, every)]
+    for i in range(n):
+        spent = z3.Implies(z3.And(z3.Not(terms.any_pre), run1(i), terms.n_run[i] == 0), terms.budget_kept <= 0)
+        cases = [(f"no request ahead of {i} asks past the budget", none_over(i))]
+        cases += [(f"request {j} is the first ahead of {i} to ask past the budget",
+                   z3.And(ahead(j, i), over(j), none_over(j))) for j in range(n) if j != i]
+        out.append((spent, cases))
+    out += [(part, every) for part in M.running_first_parts(inp, t)]
+    return out
+
+
+def work_conserving_cases(inp: M.Inputs, s: M.Vars, t: M.Vars, terms: M.StepTerms) -> list:
+    """``work_conserving`` in parts, each proved by cases, then the goal from them.
+
+    The goal's guard (the latest tick preempted nobody and scheduled someone) is ``quiet``.  The facts of the step,
+    in order: in a quiet tick, the budget the post-state has left is what the running pass left less what the
+    waiting pass gave (``spent``); an admission in the latest entry is an admission of the step; per request, what
+    runs (or finished) after a quiet tick and what it holds, and so their counts and free blocks.  Per request h,
+    ``stop(h)``: h waited, was not admitted, nobody was preempted, and every request ahead of h in the queue was
+    admitted.  The queue's head after a quiet tick is such an h; its admission test failed; the admitted are
+    exactly the requests ahead of it; and the waiting pass gave either all that those asked or at least the budget
+    the running pass left, split by where it first gave a partial chunk: nowhere ahead of h, or at request p, ahead
+    of h, the first to get one (the cases cover every state: of the requests ahead of h with a partial chunk, the
+    one lowest in the queue is such a p).  Per request i, a partial chunk spends the budget.  Per request h, the
+    head's ask after a quiet tick that left budget is what its admission test asked.  Last, the goal's conjuncts
+    from these facts, each in one case."""
+    n = inp.n
+    every = [("every state", z3.BoolVal(True))]
+    wp = terms.waiting_pass
+
+    def kn(m):
+        return M.known(inp, s, m)
+
+    def wait1(m):
+        return z3.And(M.waiting(s, m), z3.Not(terms.leave[m]))
+
+    def ahead(m, h):  # m is ahead of h in the queue of the waiting pass
+        return z3.And(wait1(m), s.wr[m] < s.wr[h])
+
+    def partial_chunk(m):
+        return z3.And(terms.admit[m], terms.n_adm[m] < kn(m))
+
+    def stop(h):
+        return z3.And(wait1(h), z3.Not(terms.admit[h]), z3.Not(terms.any_pre),
+                      M._all(z3.Implies(ahead(m, h), terms.admit[m]) for m in range(n) if m != h))
+
+    def no_partial_ahead(h):
+        return M._all(z3.Implies(ahead(m, h), z3.Not(partial_chunk(m))) for m in range(n) if m != h)
+
+    spent = M.total(z3.If(terms.admit[m], terms.n_adm[m], 0) for m in range(n))
+    quiet = z3.And(t.hl, z3.Not(M._any(t.pe[i] for i in range(n))), M._any(M.scheduled(t, i) for i in range(n)))
+    out = [(z3.Implies(quiet, z3.And(z3.Not(terms.any_pre), M.budget_left_latest(inp, t) == terms.budget_kept - spent)),
+            every)]
+    out += [(z3.Implies(M.admitted_latest(t, i), terms.admit[i]), every) for i in range(n)]
+    running_then = M.count(z3.Or(M.running(t, i), z3.And(t.hl, t.fi[i])) for i in range(n))
+    free_then = (inp.num_blocks - M.total(z3.If(M.running(t, i), t.b[i], 0) for i in range(n))
+                 - M.total(z3.If(z3.And(t.hl, t.fi[i]), t.fr[i], 0) for i in range(n)))
+    taken = M.total(z3.If(terms.admit[m], terms.q_adm[m], 0) for m in range(n))
+    for i in range(n):  # per request, then summed: what runs (or finished) after a quiet tick, and what it holds
+        then = z3.Or(M.running(t, i), z3.And(t.hl, t.fi[i]))
+        holds = z3.If(M.running(t, i), t.b[i], 0) + z3.If(z3.And(t.hl, t.fi[i]), t.fr[i], 0)
+        took = z3.If(terms.kept[i], s.b[i] + terms.extra[i], z3.If(terms.admit[i], terms.q_adm[i], 0))
+        out.append((z3.Implies(quiet, z3.And(then == z3.Or(terms.kept[i], terms.admit[i]), holds == took,
+                                             z3.Not(z3.And(terms.kept[i], terms.admit[i])))), every))
+    out += [(z3.Implies(quiet, running_then == wp["running_kept"] + M.count(terms.admit)), every),
+            (z3.Implies(quiet, free_then == wp["free_kept"] - taken), every)]
+    def is_head(h):  # h is the queue's head after the tick
+        return z3.And(M.waiting(t, h), M._all(z3.Implies(M.waiting(t, j), t.wr[h] < t.wr[j]) for j in range(n) if j != h))
+
+    for h in range(n):
+        asked = M.total(z3.If(ahead(m, h), kn(m), 0) for m in range(n) if m != h)
+        out += [(z3.Implies(z3.And(quiet, is_head(h)), stop(h)), every),
+                (z3.Implies(stop(h), z3.Not(wp["ok"][h])), every),
+                (z3.Implies(stop(h), M._all(z3.Implies(terms.admit[m], ahead(m, h)) for m in range(n) if m != h)),
+                 every),
+                (z3.Implies(stop(h), z3.And(wp["pos"][h] == M.count(terms.admit),
+                                            wp["free_adm"][h] == wp["free_kept"] - taken)), every)]
+        cases = [(f"no request ahead of {h} got a partial chunk", no_partial_ahead(h))]
+        cases += [(f"request {p} is the first ahead of {h} to get a partial chunk",
+                   z3.And(ahead(p, h), partial_chunk(p), no_partial_ahead(p))) for p in range(n) if p != h]
+        out.append((z3.Implies(stop(h), z3.Or(spent == asked, spent >= terms.budget_kept)), cases))
+    out += [(z3.Implies(partial_chunk(i), spent == terms.budget_kept), every) for i in range(n)]
+    left_then = M.budget_left_latest(inp, t)
+    out += [(z3.Implies(z3.And(quiet, is_head(h), left_then >= 1),
+                        z3.And(M.head_ask(inp, t, h) == terms.n_adm[h], wp["left"][h] == left_then)), every)
+            for h in range(n)]
+    out += [(part, every) for part in _conjuncts(M.enc_work_conserving(inp, t))]
+    return out
+
+
+# Rows proved by cases (``_by_cases``): name -> the function giving each part of its goal and the part's cases.
+CASES = {"running_first": running_first_cases, "work_conserving": work_conserving_cases}
 
 
 def describe(val: dict) -> dict:
@@ -440,7 +603,9 @@ def prove_inductive(name: str, n: int, mutant: str | None = None) -> dict:
     pre = _strengthened(inp, s, assumptions(name))
     goal = predicate(inp, t)
     hints = M.step_hints(inp, s, t, terms) if name in HINTED else []
-    near, rest = _cone(inp, s, t, terms, args, [goal] + hints, pre + M.domain(inp, mutant))
+    split = CASES[name](inp, s, t, terms) if name in CASES else None
+    guards = [x for part, cases in split or [] for x in [part] + [guard for _, guard in cases]]  # in the cone too
+    near, rest = _cone(inp, s, t, terms, args, [goal] + hints + guards, pre + M.domain(inp, mutant))
     base.add(*pre, *near)
     base.push()
     base.add(*rest)  # with rest, the hypotheses are the support, every frame definition, the whole step and every axiom
@@ -449,18 +614,23 @@ def prove_inductive(name: str, n: int, mutant: str | None = None) -> dict:
     if hyp != "yes":
         return _not_sat(hyp, f"consecution ({', '.join(assumptions(name))} and the step)")
     def attempt():
+        if split is not None:
+            return _by_cases(base, split, goal)
         if name in SPLIT:
-            return _unsat_parts(base, goal, hints)
-        return _unsat(base, z3.Not(goal))
+            return (*_unsat_parts(base, goal, hints), "")
+        return (*_unsat(base, z3.Not(goal)), "")
 
-    status, model = attempt()
+    status, model, where = attempt()
     if status != PROVED:  # the cone left something out, or the claim fails: again with every hypothesis
         base.add(*rest)
-        status, model = attempt()
+        status, model, where = attempt()
+    by_cases = f"; by cases ({sum(len(c) for _, c in split)} cases in {len(split)} parts, each part's cases proved " \
+               "to cover every state)" if split is not None else ""
     if status == PROVED:
-        return _result(PROVED, f"assumes {', '.join(assumptions(name))}")
+        return _result(PROVED, f"assumes {', '.join(assumptions(name))}{by_cases}")
     if status == UNKNOWN:
-        return _result(UNKNOWN, "consecution: the solver gave up")
+        return _result(UNKNOWN, f"consecution: {where or 'the solver gave up'}" if "rejected" in where
+                       else f"consecution: the solver gave up{' (' + where + ')' if where else ''}")
     # Not inductive: look for a reachable violation, with up to 3 requests (a CTI at n = 1 may need a second
     # request to be reached, as a preemption does); the claim is "for every n <= the bound", so any of them refutes it.
     found = bmc(name, 3, 5, mutant)

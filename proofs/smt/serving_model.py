@@ -357,6 +357,10 @@ class StepTerms:
     any_pre: z3.BoolRef
     block_args: tuple
     next: dict  # field -> tuple (per request) or term (globals), and "hl"
+    before: tuple = ()  # the running pass: each request's ``before`` (the needs of the running ones ahead of it)
+    run_budget: object = None  # the budget the running pass gives out (``token_budget``, but in a mutant)
+    budget_kept: object = None  # the budget the running pass leaves to the waiting pass
+    waiting_pass: dict = None  # its terms: "left", "ok", "pos", "free_adm" (tuples), "free_kept", "running_kept"
 
 
 def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") -> StepTerms:
@@ -396,9 +400,10 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
     budget = inp.budget + (1 if mutant == "budget_plus_one" else 0)
     pool = inp.num_blocks + (1 if mutant == "pool_plus_one" else 0)
     # greedy min(known - computed, budget left): budget left before r is max(0, budget - the needs before r)
-    n_run, extra, block_args = [], [], []
+    n_run, extra, block_args, befores = [], [], [], []
     for i in idx:
         before = name("before", i, total(z3.If(z3.And(run1[j], s.rr[j] < s.rr[i]), known(inp, s, j) - s.c[j], 0) for j in idx if j != i))
+        befores.append(before)
         need = known(inp, s, i) - s.c[i]
         give = zmin(need, zmax(0, budget - before))
         if mutant == "running_no_partial":
@@ -434,13 +439,14 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
     q_adm = tuple(inp.blk(n_adm[i]) for i in idx)
     block_args += list(enumerate(n_adm))
     ok = []
-    pos = []
+    pos, frees = [], []
     for j in idx:
         first = firsts[j]
         pos_j = name("pos", j, count(f for _, f in first))
         pos.append(pos_j)
         left = lefts[j]
         free = name("free_adm", j, free1 - total(z3.If(f, q_adm[m], 0) for m, f in first))
+        frees.append(free)
         kn = known(inp, s, j)
         ready = inp.arr[j] <= tick + (1 if mutant == "admit_before_arrival" else 0)
         seats = (running1 + pos_j <= inp.max_seqs) if mutant == "admit_while_le_seqs" else (running1 + pos_j < inp.max_seqs)
@@ -508,7 +514,9 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
     nxt["lt"] = tick
     nxt["hl"] = z3.BoolVal(True)
     return StepTerms(tuple(defs), tuple(names), tick, leave, kept, pre, n_run, extra, admit, n_adm, q_adm, tuple(amount),
-                     tuple(gen), tuple(finish), any_pre, tuple(block_args), nxt)
+                     tuple(gen), tuple(finish), any_pre, tuple(block_args), nxt, tuple(befores), budget, budget1,
+                     {"left": tuple(lefts), "ok": tuple(ok), "pos": tuple(pos), "free_adm": tuple(frees),
+                      "free_kept": free1, "running_kept": running1})
 
 
 def equal_to_terms(inp: Inputs, t: Vars, terms: StepTerms) -> list:
@@ -686,17 +694,23 @@ def admitted_latest(s: Vars, i: int) -> z3.BoolRef:
     return z3.And(s.hl, s.hadm[i], s.adm[i] == s.lt, z3.Not(s.pe[i]))
 
 
+def running_first_parts(inp: Inputs, s: Vars) -> list:
+    """``enc_running_first`` one request at a time: request i's part says that if the latest tick admitted anyone, i
+    was scheduled in it or is not running or was admitted in it."""
+    n = inp.n
+    any_fresh = _any(z3.And(scheduled(s, i), admitted_latest(s, i)) for i in range(n))
+    return [z3.Implies(any_fresh, z3.Implies(z3.And(running(s, i), z3.Not(z3.And(s.hadm[i], s.adm[i] == s.lt))),
+                                             s.sn[i] >= 1))
+            for i in range(n)]
+
+
 def enc_running_first(inp: Inputs, s: Vars) -> z3.BoolRef:
     """The registry's claim as a set: if the latest tick admitted anyone, every running request not admitted in it was scheduled.
 
     The registry also reads the order of ``latest.scheduled`` (running entries before admitted ones); this
     encoding keeps the scheduled amounts per request, not their order, so that part is not expressed here
     (the step writes the running pass's entries before the waiting pass's by construction)."""
-    n = inp.n
-    any_fresh = _any(z3.And(scheduled(s, i), admitted_latest(s, i)) for i in range(n))
-    return z3.Implies(any_fresh, _all(
-        z3.Implies(z3.And(running(s, i), z3.Not(z3.And(s.hadm[i], s.adm[i] == s.lt))), s.sn[i] >= 1)
-        for i in range(n)))
+    return _all(running_first_parts(inp, s))
 
 
 def budget_left_latest(inp: Inputs, s: Vars) -> z3.ArithRef:
