@@ -101,6 +101,7 @@ def test_a_history_dependent_counterexample_saves_its_history_and_replays_it(tmp
     regression_fails_then_passes(tmp_path, capsys, saved, target, CORRECT_CHAPTER, "schedule")
 
 
+@pytest.mark.slow  # about 9 s: a whole stateful search, then its replay (the default run stays under 5 minutes)
 def test_a_stateful_counterexample_saves_its_program_as_data_and_replays_it(tmp_path, capsys):
     from proofs.sandbox import TargetProcess
     from proofs.search.engine import Search

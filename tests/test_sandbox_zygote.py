@@ -124,6 +124,7 @@ def test_the_default_load_limit_is_generous_and_apart_from_the_call_limit(capsys
         assert "--load-timeout" in capsys.readouterr().out, command
 
 
+@pytest.mark.slow  # about 10 s of sleeping imports: a whole-run test (the default run stays under 5 minutes)
 def test_an_import_longer_than_the_call_limit_is_never_charged_to_a_call(slow, tmp_path, capsys):
     # 3 s of import against a 0.5 s call limit: every check runs to its end, no termination, no flaky time-out
     report = tmp_path / "report.json"
