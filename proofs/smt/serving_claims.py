@@ -289,7 +289,7 @@ def _by_cases(solver: z3.Solver, parts: list, goal) -> tuple:
     solver.push()
     try:
         for number, (part, cases) in enumerate(parts):
-            status, _ = _unsat(solver, z3.Not(_any_of([guard for _, guard in cases])))
+            status, _ = _unsat(solver, z3.Not(M._any(guard for _, guard in cases)))
             if status != PROVED:
                 why = ("a state of the hypotheses is in none of the cases" if status == REFUTED else
                        "the solver gave up on whether the cases cover every state")
@@ -303,10 +303,6 @@ def _by_cases(solver: z3.Solver, parts: list, goal) -> tuple:
         return status, model, "the goal from its parts"
     finally:
         solver.pop()
-
-
-def _any_of(terms: list):
-    return z3.Or(terms) if terms else z3.BoolVal(False)
 
 
 def running_first_cases(inp: M.Inputs, s: M.Vars, t: M.Vars, terms: M.StepTerms) -> list:
