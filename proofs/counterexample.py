@@ -326,7 +326,10 @@ def save(counterexample: Counterexample, target: str, directory: str, extra: dic
 def load(path: str) -> tuple[Counterexample, str | None]:
     """Read a saved counterexample; returns it and the target it was found on."""
     with open(path) as handle:
-        data = json.load(handle)
+        try:
+            data = json.load(handle)
+        except RecursionError:  # a ValueError, as for any other text that is not JSON
+            raise ValueError(f"{path}: not JSON: nested too deeply to read") from None
     if isinstance(data, dict) and "counterexamples" in data:  # a --json report: take its first
         if not data["counterexamples"]:
             raise ValueError(f"{path}: the report has no counterexamples")

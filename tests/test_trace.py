@@ -375,6 +375,7 @@ ENTRY = json.dumps(ex.S1_TRACE[0])
     ("", 1, "the file is empty"),
     ("{not json\n", 1, "not JSON"),
     (HEADER + "\n" + ENTRY + "\n{\"tick\": \n", 3, "not JSON"),
+    (HEADER + "\n" + "[" * 100_000 + "]" * 100_000 + "\n", 2, "not JSON: nested too deeply"),
     ("[1, 2]\n", 1, "the header must be a JSON object"),
     (json.dumps({"model": "vllm"}) + "\n", 1, "header model='vllm'"),
     (json.dumps({"model": "serving", "config": ex.S1_CONFIG}) + "\n", 1, "missing key 'requests'"),
@@ -392,7 +393,7 @@ def test_a_bad_file_is_an_error_naming_its_line(tmp_path, content, line, words):
 
 
 def test_bad_files_exit_2_with_one_line(tmp_path):
-    for content in ("{not json\n", json.dumps({"model": "serving"}) + "\n"):
+    for content in ("{not json\n", json.dumps({"model": "serving"}) + "\n", "[" * 100_000 + "]" * 100_000 + "\n"):
         run = cli(_bad(tmp_path, "bad.jsonl", content))
         assert run.returncode == 2
         assert run.stdout == ""

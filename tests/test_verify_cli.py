@@ -143,6 +143,10 @@ def test_counterexamples_are_saved_and_replayed_first(tmp_path, isolated, capsys
     again = capsys.readouterr().out
     assert counterexample_part(again) == counterexample_part(first_report)
     assert "hypothesis  replay                      1 of 1      calls     not finished (counterexample)" in again
+    for name, text in [("damaged", "{not json"), ("nested", "[" * 100_000 + "]" * 100_000)]:
+        (tmp_path / "saved" / f"{name}.json").write_text(text)  # not one of ours: passed over, no harness error
+    assert main(["verify", SLOT_BUG, *isolated, "--examples", "1"]) == 1
+    assert counterexample_part(capsys.readouterr().out) == counterexample_part(first_report)
 
 
 def test_replay_prints_the_same_report_and_writes_a_regression_test(tmp_path, isolated, capsys):
@@ -186,11 +190,13 @@ def test_the_written_regression_test_runs_from_any_folder(tmp_path, isolated, ca
     assert run.returncode == 0, run.stdout
 
 
-def test_replay_of_an_unreadable_file_exits_2(tmp_path):
+@pytest.mark.parametrize("text", ["{not json", "[" * 100_000 + "]" * 100_000])
+def test_replay_of_an_unreadable_file_exits_2(tmp_path, text):
     bad = tmp_path / "cex.json"
-    bad.write_text("{not json")
+    bad.write_text(text)
     run = run_cli("replay", str(bad))
     assert run.returncode == 2 and "cannot read" in run.stderr and "Traceback" not in run.stderr
+    assert len(run.stderr.splitlines()) == 1 and "internal error" not in run.stderr, run.stderr
 
 
 NOT_A_TARGET = pathlib.Path(__file__).parent / "corpus" / "not_a_target"

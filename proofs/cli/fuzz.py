@@ -131,7 +131,7 @@ def shared_counterexamples(database, target_text: str, model) -> list:
             if data.get("target") != target_text:
                 continue
             found.append((value, Counterexample.from_json(data)))
-        except (ValueError, KeyError, TypeError, SyntaxError, AttributeError):
+        except (ValueError, KeyError, TypeError, SyntaxError, AttributeError, RecursionError):
             continue  # damaged, or not one of ours
     return found
 

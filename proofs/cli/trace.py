@@ -51,6 +51,8 @@ def _read_json(path: str, what: str):
         raise ValueError(f"{what} {path!r}: {error.strerror or error}") from None
     except ValueError as error:
         raise ValueError(f"{what} {path!r}: not JSON: {error}") from None
+    except RecursionError:  # the decoder gives up on arrays or objects nested thousands deep
+        raise ValueError(f"{what} {path!r}: not JSON: nested too deeply to read") from None
 
 
 def run_record(args: argparse.Namespace) -> int:

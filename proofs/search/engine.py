@@ -391,7 +391,7 @@ class Search:
                         or data.get("model", models.DEFAULT) != self.model.name):
                     continue
                 cex = Counterexample.from_json(data)
-            except (OSError, ValueError, KeyError, TypeError, SyntaxError):
+            except (OSError, ValueError, KeyError, TypeError, SyntaxError, RecursionError):
                 continue  # not one of ours, or damaged: the search below covers it anyway
             if cex.check in ("conformance", "deterministic") and not self.model.is_valid(*cex.call):
                 continue  # outside the domain the target declares (proofs.models.declared): never charged

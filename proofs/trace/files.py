@@ -59,9 +59,12 @@ def lines(path: str, loads: Callable = json.loads) -> Iterator[tuple[int, object
             if raw.isspace():
                 continue
             try:
-                yield number, loads(raw)
+                value = loads(raw)
             except ValueError as error:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
                 raise TraceFileError(number, f"not JSON: {str(error).splitlines()[0]}") from None
+            except RecursionError:  # the decoder gives up on arrays or objects nested thousands deep
+                raise TraceFileError(number, "not JSON: nested too deeply to read") from None
+            yield number, value
     finally:
         handle.close()
 
