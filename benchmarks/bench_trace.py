@@ -1,6 +1,6 @@
 """How fast ``schedcheck trace`` checks a long serving trace, against merely parsing it, and whether its memory stays flat.
 
-    PYTHONPATH=. python benchmarks/bench_trace.py --ticks 1000000 --runs 3 [--json-lib json|orjson|msgspec ...]
+    PYTHONPATH=. python benchmarks/bench_trace.py --ticks 1000000 --runs 3 [--json-lib json|schedcheck|orjson|msgspec ...]
 
 It records a trace of ``--ticks`` ticks from our online ``impl.ServingScheduler``
 (through the protocol loop ``drive`` here, written line by line), with about 16 requests
@@ -8,11 +8,15 @@ scheduled per tick: max_seqs 16, a steady stream of requests (prompt 24-40, outp
 150-250) arriving a little faster than they finish, 5% of them aborted, in a pool big
 enough that nothing is preempted (a healthy engine's common case).  Then, each in a fresh child process, median of
 ``--runs``: the time to read and parse every line with the JSON library alone, and
-the time of ``proofs.trace.check.check_file`` with the same library (FCFS policy and
+the time of ``proofs.trace.check.check_file`` with the same library (``schedcheck``: the
+parser it uses by default, msgspec with ``json.loads`` for what msgspec refuses; each
+library's figures are also given against the stdlib's parse when ``json`` is measured) (FCFS policy and
 ``--policy none``), wall and CPU time (the machine is shared: CPU time is the steadier); the checker's resident memory is sampled every 0.2 s, and the
 figures at 10%, 50% and 100% of its run show whether it grows with the trace.  ``--modes read``
 also times the parse plus the typed reading of every entry (``read_entry``, as ``check_file``
-does before any rule is applied): the part of the check that no rule can make cheaper.
+does before any rule is applied): the part of the check that no rule can make cheaper;
+``--modes reference`` times the spec's own run of the header's call (``spec.serving.run``,
+the FCFS policy as stated, every tick), which a check of the policy replaces by its replay.
 """
 
 from __future__ import annotations
@@ -89,6 +93,8 @@ import json, sys, threading, time, os
 mode, path, lib = sys.argv[1], sys.argv[2], sys.argv[3]
 if lib == "json":
     loads = json.loads
+elif lib == "schedcheck":  # what check_file parses with by default: msgspec, json.loads for what it refuses
+    from proofs.trace.files import parse as loads
 elif lib == "orjson":
     loads = __import__("orjson").loads
 else:
@@ -121,6 +127,10 @@ elif mode == "read":  # the parse and the typed reading of every entry (what che
             assert not isinstance(stream.read_entry(number, value, stream.known, where=f"line {number}"), Violation)
             n += 1
     out = {"lines": n}
+elif mode == "reference":  # the spec's own FCFS run of the header's call: what the policy alone costs, nothing read
+    import spec.serving
+    header = loads(open(path, "rb").readline())
+    out = {"lines": len(spec.serving.run(header["requests"], header["config"])["trace"])}
 else:
     from proofs.trace.check import check_file
     report = check_file(path, policy=None if mode == "check" else "none", loads=loads)
@@ -150,7 +160,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ticks", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--json-lib", action="append", choices=("json", "orjson", "msgspec"), default=None)
+    parser.add_argument("--json-lib", action="append", choices=("json", "schedcheck", "orjson", "msgspec"), default=None)
     parser.add_argument("--file", default=None, help="the trace file (default /tmp/bench_trace_<ticks>.jsonl)")
     parser.add_argument("--modes", nargs="+", default=["parse", "check", "check-none"])
     args = parser.parse_args(argv)
@@ -165,6 +175,7 @@ def main(argv=None) -> int:
         for lib in libs:
             for mode in args.modes:
                 runs[lib, mode].append(child(mode, path, lib))
+    stdlib: dict = {}  # the stdlib's parse (wall, cpu): the baseline the issue names
     for lib in libs:
         medians = {}
         cpus = {}
@@ -174,7 +185,7 @@ def main(argv=None) -> int:
             medians[mode] = seconds
             cpus[mode] = statistics.median(r["cpu"] for r in done)
             last = done[-1]
-            extra = f"  {last['lines']} lines" if mode in ("parse", "read") else (
+            extra = f"  {last['lines']} lines" if mode in ("parse", "read", "reference") else (
                 f"  verdict {last['verdict']} ({last['entries']} entries)  rss MB at 10/50/100%: "
                 f"{last['rss_10'] / 1e6:.0f} / {last['rss_50'] / 1e6:.0f} / {last['rss_100'] / 1e6:.0f}")
             print(f"{lib:6} {mode:10} median {seconds:8.1f} s  runs {[round(r['seconds'], 1) for r in done]}  "
@@ -183,6 +194,12 @@ def main(argv=None) -> int:
             if mode != "parse" and "parse" in medians:  # read / parse: the floor of any per-entry check
                 print(f"{lib:6} {mode:10} / parse = {medians[mode] / medians['parse']:.2f}x wall, "
                       f"{cpus[mode] / cpus['parse']:.2f}x cpu", flush=True)
+        if lib == "json" and "parse" in medians:
+            stdlib = {"wall": medians["parse"], "cpu": cpus["parse"]}
+        elif stdlib:
+            for mode in args.modes:
+                print(f"{lib:6} {mode:10} / json parse = {medians[mode] / stdlib['wall']:.2f}x wall, "
+                      f"{cpus[mode] / stdlib['cpu']:.2f}x cpu", flush=True)
     return 0
 
 

@@ -20,7 +20,7 @@ import collections
 import json
 from typing import Callable, NamedTuple
 
-from proofs.trace.files import TraceFileError, lines, read_header
+from proofs.trace.files import TraceFileError, lines, parse, read_header
 from spec.registry import Violation, root_cause_first, type_error
 
 WINDOW = 12  # entries kept before the failing one, and read after it, for the timeline
@@ -231,7 +231,7 @@ def _first(found: dict, registry, late=()) -> tuple[Violation, tuple]:
 
 
 def check_file(path: str, model: str | None = None, policy: str | None = None,
-               loads: Callable = json.loads) -> TraceReport:
+               loads: Callable = parse) -> TraceReport:
     """Check the trace file at ``path``; a TraceFileError when the file itself is malformed.
 
     ``model`` (default: the header's) and ``policy`` (default: the model's own; ``none`` for

@@ -7,6 +7,10 @@ per line in the model's trace-entry format; then, optionally, ``{"totals": {...}
 first two bytes are gzip's magic number is read as gzip, whatever its name.  Every
 problem with the file itself (not JSON, a bad header, a header outside the domain, an
 entry after the totals) is a ``TraceFileError`` naming the line.
+
+Each line is parsed by ``parse``: msgspec's C decoder, which reads a trace's lines in
+about a third of ``json.loads``'s time, and ``json.loads`` itself for any line msgspec
+refuses, so that every value and every error is ``json.loads``'s own.
 """
 
 from __future__ import annotations
@@ -14,6 +18,10 @@ from __future__ import annotations
 import gzip
 import json
 from typing import Callable, Iterator
+
+import msgspec
+
+_decode = msgspec.json.Decoder().decode
 
 GZIP_MAGIC = b"\x1f\x8b"
 HEADER_KEYS = {
@@ -43,7 +51,19 @@ def open_binary(path: str):
     return handle
 
 
-def lines(path: str, loads: Callable = json.loads) -> Iterator[tuple[int, object]]:
+def parse(raw: bytes) -> object:
+    """What ``json.loads(raw)`` returns or raises, in about a third of its time on a trace's lines.
+
+    msgspec gives the same value wherever it accepts a line (ints of any size, the last of
+    repeated keys); what it refuses and ``json.loads`` takes (NaN, Infinity, lone surrogates,
+    a byte-order mark, UTF-16 or UTF-32) or rejects in words of its own goes to ``json.loads``."""
+    try:
+        return _decode(raw)
+    except msgspec.DecodeError:  # ValidationError too (an int of over 4300 digits, 1e400): its subclass
+        return json.loads(raw)
+
+
+def lines(path: str, loads: Callable = parse) -> Iterator[tuple[int, object]]:
     """(line number, parsed JSON value) for every non-blank line, one at a time."""
     handle = open_binary(path)
     number = 0
