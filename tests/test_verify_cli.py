@@ -401,3 +401,28 @@ def test_db_none_leaves_nothing_on_disk(tmp_path, model):
                          capture_output=True, text=True, cwd=tmp_path, timeout=240)
     assert run.returncode == 0, run.stdout + run.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [], sorted(p.name for p in tmp_path.iterdir())
+
+
+def test_a_usage_error_is_one_line_however_long_the_value_it_names(tmp_path):
+    header = {"model": "serving", "config": {"max_seqs": 2, "token_budget": 8, "block_size": 4, "num_blocks": 8,
+                                             "chunked_prefill": True}, "requests": [list(range(100_000))]}
+    path = tmp_path / "long.jsonl"
+    path.write_text(json.dumps(header) + "\n")
+    run = run_cli("trace", str(path), cwd=tmp_path)
+    assert run.returncode == 2 and run.stdout == "" and run.stderr.count("\n") == 1, run.stderr[:300]
+    line = run.stderr.rstrip("\n")
+    assert len(line) <= len("schedcheck: error: ") + 400, len(line)
+    assert "line 1: header outside the domain: requests[0]=[0, 1, 2," in line  # where and which field
+    assert line.endswith(" 99999]: expected a dict with keys id, arrival, prompt, output[, abort][, tokens]")  # the rule
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["prove", "--max-jobs", "0"], "--max-jobs=0: expected an int >= 1"),
+    (["prove", "--budget", "0"], "--budget=0.0: expected seconds > 0"),
+    (["prove", "--mutant", "budget_plus_one"], "--mutant='budget_plus_one': not a mutant of the chapter model's encoding"),
+])
+def test_prove_says_a_usage_error_on_stderr_like_every_command(capsys, argv, words):
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"schedcheck: error: {err.split('error: ', 1)[1]}" and err.count("\n") == 1, (out, err)
+    assert words in err, err

@@ -215,8 +215,9 @@ def test_cli_json_shape_and_exit_code(tmp_path, capsys):
 
 def test_cli_a_mutant_of_the_other_model_is_a_usage_error(capsys):
     assert cli.main(["prove", "--model", "serving", "--mutant", "admit_one_per_tick"]) == 2
-    assert "not a mutant of the serving model" in capsys.readouterr().out
+    assert "not a mutant of the serving model" in capsys.readouterr().err
     assert cli.main(["prove", "--model", "serving", "--max-requests", "0"]) == 2
+    assert capsys.readouterr().err == "schedcheck: error: --max-requests=0: expected an int >= 1\n"
 
 
 def test_the_serving_gate_runs_prove_for_the_serving_model(monkeypatch, tmp_path, capsys):

@@ -12,6 +12,7 @@ import tempfile
 import time
 
 from proofs.cli.paths import HTML_HELP, output_problem
+from proofs.cli.usage import usage_error
 from proofs.report import ci as ci_reports
 from proofs.counterexample import Counterexample
 from proofs.search.differential import Difference, DifferentialSearch
@@ -49,11 +50,6 @@ def add_parsers(commands) -> None:
     diff.set_defaults(handler=run_diff)
 
 
-def _fail_usage(message: str) -> int:
-    print(f"schedcheck: error: {message}", file=sys.stderr)
-    return 2
-
-
 @contextlib.contextmanager
 def _worktree(revision: str):
     """A temporary checkout of ``revision``, removed afterwards."""
@@ -77,18 +73,18 @@ def _worktree(revision: str):
 def run_diff(args: argparse.Namespace) -> int:
     started = time.monotonic()
     if args.budget <= 0 or args.examples < 1 or args.load_timeout <= 0:
-        return _fail_usage("--budget, --examples and --load-timeout must be positive")
+        return usage_error("--budget, --examples and --load-timeout must be positive")
     problem = output_problem({"--json": args.json, "--junit": args.junit, "--sarif": args.sarif, "--html": args.html}, {})
     if problem:
-        return _fail_usage(problem)
+        return usage_error(problem)
     if args.base is None and (args.old is None or args.new is None):
-        return _fail_usage("give OLD and NEW targets, or --base GITREV")
+        return usage_error("give OLD and NEW targets, or --base GITREV")
     if args.base is not None and (args.old is not None or args.new is not None):
-        return _fail_usage("give either OLD and NEW, or --base GITREV, not both")
+        return usage_error("give either OLD and NEW, or --base GITREV, not both")
     try:
         model = models.get(args.model, args.policy)
     except ValueError as error:
-        return _fail_usage(str(error))
+        return usage_error(str(error))
     try:
         if args.base is not None:
             with _worktree(args.base) as (root, base_tree):
@@ -97,7 +93,7 @@ def run_diff(args: argparse.Namespace) -> int:
                 return _compare(old, new, args, started, model)
         return _compare(parse_target(args.old), parse_target(args.new), args, started, model)
     except TargetError as error:
-        return _fail_usage(str(error))
+        return usage_error(str(error))
 
 
 def _compare(old: Target, new: Target, args, started: float, model) -> int:

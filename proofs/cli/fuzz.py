@@ -44,6 +44,7 @@ import time
 
 from proofs import models
 from proofs.cli.paths import OUTPUT_PATHS_HELP, output_problem
+from proofs.cli.usage import usage_error
 from proofs.fuzz.properties import CHECKS
 from proofs.outcomes import EXIT_CODES_HELP, FAIL, exit_code
 
@@ -95,11 +96,6 @@ def add_parsers(commands) -> None:
     fuzz.add_argument("--no-dashboard", action="store_true", help="run without HypoFuzz's dashboard")
     fuzz.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     fuzz.set_defaults(handler=run_fuzz)
-
-
-def _fail_usage(message: str) -> int:
-    print(f"schedcheck: error: {message}", file=sys.stderr)
-    return 2
 
 
 def shared_key(target_text: str, model) -> bytes:
@@ -300,27 +296,27 @@ def run_fuzz(args: argparse.Namespace) -> int:
         ("--load-timeout", args.load_timeout, "seconds > 0"),
     ):
         if value is not None and not value > 0:
-            return _fail_usage(f"{option}={value:g}: expected {rule}")
+            return usage_error(f"{option}={value:g}: expected {rule}")
     if not 1 <= args.port <= 65535:
-        return _fail_usage(f"--port={args.port}: expected a port from 1 to 65535")
+        return usage_error(f"--port={args.port}: expected a port from 1 to 65535")
     if args.db == "none":
-        return _fail_usage("--db none: a campaign shares its findings through the example database; "
+        return usage_error("--db none: a campaign shares its findings through the example database; "
                            "give a directory or redis://HOST:PORT")
     save_dir = args.save_dir or ci_reports.DEFAULT_SAVE_DIR
     problem = output_problem({"--json": args.json},
                              {"--save-dir": args.save_dir, "--db": None if args.db is None or "://" in args.db else args.db})
     if problem:
-        return _fail_usage(problem)
+        return usage_error(problem)
     try:
         import hypofuzz
     except ImportError as error:
-        return _fail_usage(f"HypoFuzz is not installed ({error}): pip install 'schedcheck[fuzz]'")
+        return usage_error(f"HypoFuzz is not installed ({error}): pip install 'schedcheck[fuzz]'")
     try:
         database = open_database(args.db)
         model = models.get(args.model, args.policy)
         target = parse_target(args.target or model.default_target)
     except (ValueError, TargetError) as error:
-        return _fail_usage(str(error))
+        return usage_error(str(error))
 
     def fresh_process():
         return TargetProcess(target, call_seconds=args.call_timeout, shape=model.shape, contract=model.contract_part,
@@ -331,12 +327,12 @@ def run_fuzz(args: argparse.Namespace) -> int:
         with fresh_process() as process:
             process.start()
             if process.signature_problem:
-                return _fail_usage(f"target {target.text!r}: {process.signature_problem}")
+                return usage_error(f"target {target.text!r}: {process.signature_problem}")
             published = shared_counterexamples(database, target.text, model)
             known = {value for value, _ in published}
             found, where = _replay(process, model, [cex for _, cex in published], save_dir)
     except TargetError as error:
-        return _fail_usage(str(error))
+        return usage_error(str(error))
     except (KeyboardInterrupt, _Stopped):
         return _report_no_failure(args, target.text, model, 0, {}, [], started)
     if found is not None:

@@ -36,6 +36,7 @@ import time
 from typing import NamedTuple
 
 from proofs.cli.paths import output_problem
+from proofs.cli.usage import usage_error
 from proofs.outcomes import INCOMPLETE, UNKNOWN, combine, exit_code
 from proofs.report import ci as ci_reports
 from proofs.cli.verify import ENGINES
@@ -121,11 +122,6 @@ def add_parsers(commands, *, run_cli, command_names) -> None:
     gate.set_defaults(handler=run_gate, run_cli=run_cli, command_names=command_names)
 
 
-def _fail_usage(message: str) -> int:
-    print(f"schedcheck: error: {message}", file=sys.stderr)
-    return 2
-
-
 def available_engines() -> tuple[list[str], list[str]]:
     """(engines this build can run, engines verify lists but this build cannot run: their package is missing)."""
     import importlib.util
@@ -143,22 +139,22 @@ def available_engines() -> tuple[list[str], list[str]]:
 
 def run_gate(args: argparse.Namespace) -> int:
     if args.budget <= 0:
-        return _fail_usage(f"--budget={args.budget!r}: expected seconds > 0")
+        return usage_error(f"--budget={args.budget!r}: expected seconds > 0")
     if args.examples is not None and args.examples < 1:
-        return _fail_usage(f"--examples={args.examples!r}: expected an int >= 1")
+        return usage_error(f"--examples={args.examples!r}: expected an int >= 1")
     if args.load_timeout is not None and not args.load_timeout > 0:
-        return _fail_usage(f"--load-timeout={args.load_timeout:g}: expected seconds > 0")
+        return usage_error(f"--load-timeout={args.load_timeout:g}: expected seconds > 0")
     try:
         model = models.get(args.model, args.policy)
     except ValueError as error:
-        return _fail_usage(str(error))
+        return usage_error(str(error))
     args.target = args.target or model.default_target
     try:
         target = parse_target(args.target)
     except TargetError as error:
-        return _fail_usage(str(error))
+        return usage_error(str(error))
     if args.base is not None and target.text != model.default_target:
-        return _fail_usage(
+        return usage_error(
             f"--base {args.base!r} compares our impl (the default target {model.default_target}) with impl at GITREV; "
             f"it cannot diff {args.target!r}: run `schedcheck diff OLD NEW` for that"
         )
@@ -166,17 +162,17 @@ def run_gate(args: argparse.Namespace) -> int:
     problem = output_problem({}, {"--out": None if out == DEFAULT_OUT else out, "--save-dir": args.save_dir,
                                   "--db": None if args.db in (None, "none") or "://" in args.db else args.db})
     if problem:
-        return _fail_usage(problem)
+        return usage_error(problem)
     try:
         os.makedirs(out, exist_ok=True)
     except OSError as error:
-        return _fail_usage(f"--out {out!r}: {error.strerror or error}")
+        return usage_error(f"--out {out!r}: {error.strerror or error}")
     commands = args.command_names
     engines, missing = available_engines()
     known = {"verify", "diff", "prove", *(f"verify-{e}" for e in engines + missing)}
     strange = [name for name in args.skip if name not in known]
     if strange:
-        return _fail_usage(f"--skip {strange[0]!r}: expected one of {', '.join(sorted(known))}")
+        return usage_error(f"--skip {strange[0]!r}: expected one of {', '.join(sorted(known))}")
     save_dir = args.save_dir or os.path.join(out, "counterexamples")
     _clear_reports(out)
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from proofs.cli.paths import HTML_HELP, output_problem
+from proofs.cli.usage import usage_error
 from proofs.report import ci as ci_reports
 
 HELP_EPILOG = """exit codes:
@@ -197,31 +197,24 @@ def handle(args: argparse.Namespace) -> int:
 
     model = getattr(args, "model", "chapter")
     if model == "serving" and args.max_requests < 1:
-        print(f"schedcheck prove: --max-requests={args.max_requests!r}: expected an int >= 1")
-        return 2
+        return usage_error(f"--max-requests={args.max_requests!r}: expected an int >= 1")
     if args.mutant and args.mutant not in (SERVING_MUTANTS if model == "serving" else MUTANTS):
-        print(f"schedcheck prove: --mutant={args.mutant!r}: not a mutant of the {model} model's encoding")
-        return 2
+        return usage_error(f"--mutant={args.mutant!r}: not a mutant of the {model} model's encoding")
     if args.max_jobs < 1:
-        print(f"schedcheck prove: --max-jobs={args.max_jobs!r}: expected an int >= 1")
-        return 2
+        return usage_error(f"--max-jobs={args.max_jobs!r}: expected an int >= 1")
     if args.policy_jobs < 1:
-        print(f"schedcheck prove: --policy-jobs={args.policy_jobs!r}: expected an int >= 1")
-        return 2
+        return usage_error(f"--policy-jobs={args.policy_jobs!r}: expected an int >= 1")
     if args.budget <= 0:
-        print(f"schedcheck prove: --budget={args.budget!r}: expected seconds > 0")
-        return 2
+        return usage_error(f"--budget={args.budget!r}: expected seconds > 0")
     problem = output_problem({"--json": args.json, "--junit": args.junit, "--sarif": args.sarif, "--html": args.html}, {})
     if problem:
-        print(f"schedcheck: error: {problem}", file=sys.stderr)
-        return 2
+        return usage_error(problem)
     if model == "serving":
         rows = prove_serving(args.max_requests, args.budget, args.mutant, args.claims, max(1, args.workers))
     else:
         rows = prove(args.max_jobs, args.budget, args.mutant, args.claims, max(1, args.workers), args.policy_jobs)
     if not rows:
-        print(f"schedcheck prove: no claim matches {args.claims!r}")
-        return 2
+        return usage_error(f"no claim matches {args.claims!r}")
     print(render(rows, seconds=not args.no_seconds, mutant=args.mutant, model=model))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle_:

@@ -8,6 +8,7 @@ import sys
 
 from proofs import models
 from proofs.cli.paths import HTML_HELP, output_problem
+from proofs.cli.usage import usage_error
 from proofs.outcomes import exit_code
 
 SAVED_DIR = ".schedcheck/counterexamples"  # verify's default too
@@ -38,11 +39,6 @@ def add_parsers(commands) -> None:
     trace.set_defaults(handler=run_trace)
 
 
-def _error(message: str) -> int:
-    print(f"schedcheck: error: {message}", file=sys.stderr)
-    return 2
-
-
 def _read_json(path: str, what: str):
     try:
         with open(path) as handle:
@@ -61,11 +57,11 @@ def run_record(args: argparse.Namespace) -> int:
     from proofs.trace.record import make_engine, record
 
     if not (args.requests and args.config and args.output):
-        return _error("--record needs --requests R.json, --config C.json and -o FILE.jsonl")
+        return usage_error("--record needs --requests R.json, --config C.json and -o FILE.jsonl")
     if args.file:
-        return _error("--record writes a trace; give it no FILE to check")
+        return usage_error("--record writes a trace; give it no FILE to check")
     if args.html or args.json:
-        return _error("--record writes a trace, not a report: --json and --html go with checking one")
+        return usage_error("--record writes a trace, not a report: --json and --html go with checking one")
     model = args.model or "serving"
     try:
         requests = _read_json(args.requests, "--requests")
@@ -84,13 +80,13 @@ def run_record(args: argparse.Namespace) -> int:
             call = (requests, config["slots"], config["continuous"])
         factory = load_callable(parse_target(args.record))
     except (ValueError, TargetError) as error:
-        return _error(str(error))
+        return usage_error(str(error))
     try:
         engine = make_engine(factory, model, config)
         trace, totals = record(engine, model, requests, config)
         count = write(args.output, header_of(model, call), trace, totals)
     except OSError as error:
-        return _error(f"-o {args.output!r}: {error.strerror or error}")
+        return usage_error(f"-o {args.output!r}: {error.strerror or error}")
     except Exception as error:  # the target raised: a failing target, reported in one line
         print(f"FAIL {args.record}: the target raised {error!r} while being recorded", file=sys.stderr)
         return 1
@@ -105,25 +101,25 @@ def run_trace(args: argparse.Namespace) -> int:
     from proofs.trace.files import TraceFileError
 
     if not args.file:
-        return _error("trace: give FILE.jsonl to check, or --record FILE.py:make")
+        return usage_error("trace: give FILE.jsonl to check, or --record FILE.py:make")
     if args.policy not in (None, "fcfs", "fifo", "none"):
-        return _error(f"--policy {args.policy!r}: expected fcfs (serving), fifo (chapter) or none")
+        return usage_error(f"--policy {args.policy!r}: expected fcfs (serving), fifo (chapter) or none")
     problem = output_problem({"--json": args.json, "--html": args.html}, {})
     if problem:
-        return _error(problem)
+        return usage_error(problem)
     try:
         report = check_file(args.file, args.model, args.policy)
     except TraceFileError as error:
-        return _error(f"{args.file}: {error}")
+        return usage_error(f"{args.file}: {error}")
     except ValueError as error:
-        return _error(str(error))
+        return usage_error(str(error))
     if report.violation is not None:  # saved before it is reported: `schedcheck replay` checks it again
         from proofs.counterexample import from_trace, save
 
         try:
             save(from_trace(args.file, report), args.file, args.save_dir)
         except OSError as error:
-            return _error(f"--save-dir {args.save_dir!r}: {error.strerror or error}")
+            return usage_error(f"--save-dir {args.save_dir!r}: {error.strerror or error}")
     text = format_report(args.file, report)
     print("\n".join(text))
     if args.json:

@@ -10,6 +10,7 @@ import time
 
 import spec
 from proofs import models
+from proofs.cli.usage import usage_error
 from proofs.models import declared
 from proofs.report import ci as ci_reports
 from proofs.counterexample import Counterexample, load, save
@@ -146,11 +147,6 @@ def add_load_timeout(parser) -> None:
     )
 
 
-def _fail_usage(message: str) -> int:
-    print(f"schedcheck: error: {message}", file=sys.stderr)
-    return 2
-
-
 def crosshair_focus(ours: bool, model: str = "chapter") -> list[str]:
     """The registry's invariants that CrossHair has contracts of: on our impl its step's state invariants and validation, else validation;
     for the serving model, its state invariants on our impl and nothing elsewhere."""
@@ -194,44 +190,44 @@ def run_verify(args: argparse.Namespace) -> int:
         ("--workers", args.workers, "an int >= 1"),
     ):
         if value is not None and not value > 0:
-            return _fail_usage(f"{option}={value:g}: expected {rule}")
+            return usage_error(f"{option}={value:g}: expected {rule}")
     problem = output_problem(
         {"--json": args.json, "--junit": args.junit, "--sarif": args.sarif, "--html": args.html},
         {"--save-dir": None if args.save_dir == SAVED_DIR else args.save_dir,
          "--db": None if args.db in (None, "none") or "://" in args.db else args.db},
     )
     if problem:
-        return _fail_usage(problem)
+        return usage_error(problem)
     try:
         database = open_database(args.db)
     except ValueError as error:
-        return _fail_usage(str(error))
+        return usage_error(str(error))
     online = args.online is not None
     if online and args.target is not None:
-        return _fail_usage("give either TARGET or --online FACTORY, not both")
+        return usage_error("give either TARGET or --online FACTORY, not both")
     if online and (args.engine != "hypothesis" or args.backend != "hypothesis" or args.workers > 1):
-        return _fail_usage("--online runs on the hypothesis engine and backend, with one worker")
+        return usage_error("--online runs on the hypothesis engine and backend, with one worker")
     try:
         model = models.get(args.model, args.policy, online=online)
     except ValueError as error:
-        return _fail_usage(str(error))
+        return usage_error(str(error))
     if model.name not in ("chapter", "serving") and args.engine != "hypothesis":
-        return _fail_usage(f"--engine {args.engine}: the {model.name} model is checked by the hypothesis engine only")
+        return usage_error(f"--engine {args.engine}: the {model.name} model is checked by the hypothesis engine only")
     if model.name != "chapter" and args.backend != "hypothesis":
-        return _fail_usage(f"--backend {args.backend}: the {model.name} model runs on the hypothesis backend only")
+        return usage_error(f"--backend {args.backend}: the {model.name} model runs on the hypothesis backend only")
     try:
         target = parse_target(args.online or args.target or model.default_target)
         model = declared.for_target(model, target)  # the part of the domain the target declares (DOMAIN), if any
     except TargetError as error:
-        return _fail_usage(str(error))
+        return usage_error(str(error))
     ours = target.text == model.default_target  # our own impl: its online scheduler gets the stateful test too
     if model.name == "serving" and args.engine != "hypothesis" and not ours:
-        return _fail_usage(f"--engine {args.engine}: the serving model's CrossHair contracts check our impl "
+        return usage_error(f"--engine {args.engine}: the serving model's CrossHair contracts check our impl "
                            f"({model.default_target}, its online ServingScheduler) only, not {target.text!r}")
     if args.invariant:
         problem = _focus_problem(args.invariant, args.engine, model, ours)
         if problem:
-            return _fail_usage(problem)
+            return usage_error(problem)
     only = None
     if online:
         from proofs.models.online import CHECKS as only
@@ -291,7 +287,7 @@ def run_verify(args: argparse.Namespace) -> int:
                 dropped[note] = dropped.get(note, 0) + count
     except TargetError as error:
         progress.clear()
-        return _fail_usage(str(error))
+        return usage_error(str(error))
     except HarnessError:  # schedcheck's own failure: main prints one line and saves the traceback
         progress.clear()
         raise
@@ -457,16 +453,16 @@ def run_replay(args: argparse.Namespace) -> int:
     FAIL (exit 1) when it fails again; PASS (exit 0) when a failure that reproduced alone no longer does;
     DID NOT REPRODUCE (unknown, exit 2) when a failure that needed earlier calls or chance did not happen again."""
     if not args.load_timeout > 0:
-        return _fail_usage(f"--load-timeout={args.load_timeout:g}: expected seconds > 0")
+        return usage_error(f"--load-timeout={args.load_timeout:g}: expected seconds > 0")
     problem = output_problem({"--pytest": args.pytest}, {})
     if problem:
-        return _fail_usage(problem)
+        return usage_error(problem)
     if not args.budget > 0:
-        return _fail_usage(f"--budget={args.budget:g}: expected seconds > 0")
+        return usage_error(f"--budget={args.budget:g}: expected seconds > 0")
     try:
         cex, found_on = load(args.counterexample)
     except (OSError, ValueError, KeyError, TypeError, SyntaxError) as error:
-        return _fail_usage(f"cannot read {args.counterexample!r}: {error}")
+        return usage_error(f"cannot read {args.counterexample!r}: {error}")
     try:
         with open(args.counterexample) as handle:
             saved = json.load(handle)
@@ -487,11 +483,11 @@ def run_replay(args: argparse.Namespace) -> int:
         if not isinstance(subject, _TraceFile):
             model = declared.for_target(model, subject)  # the part of the domain the target declares, if any
     except (TargetError, ValueError) as error:
-        return _fail_usage(str(error))
+        return usage_error(str(error))
     outside = getattr(model, "declared", None) is not None and cex.check in ("conformance", "deterministic") \
         and model.base.is_valid(*cex.call) and not model.declared.admits(cex.call)
     if outside:  # never charged to the target: it said it does not support such a call
-        return _fail_usage(f"{args.counterexample}: its call is outside the domain {subject.text} declares "
+        return usage_error(f"{args.counterexample}: its call is outside the domain {subject.text} declares "
                            f"({model.declared.describe()}): not judged")
     extra = {"policy": model.policy} | ({"online": True} if online else {})
     if cex.check == "stateful":
@@ -500,7 +496,7 @@ def run_replay(args: argparse.Namespace) -> int:
         replayed = _replay(cex, subject, model, args.budget, given=args.target is not None,
                            load_seconds=args.load_timeout)
     except TargetError as error:
-        return _fail_usage(str(error))
+        return usage_error(str(error))
     wrote = []
     if args.pytest:
         _write_regression_test(args.pytest, cex, subject, extra)
