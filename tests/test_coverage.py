@@ -608,7 +608,7 @@ def test_the_default_search_of_our_impl_reaches_every_corner(model):
     assert run.coverage.unreached() == [], run.coverage.to_json()
 
 
-def test_a_large_failing_input_shrinks_to_a_small_one_within_the_minimiser_deadline():
+def test_a_large_failing_input_shrinks_to_a_small_one_in_a_few_hundred_oracle_calls():
     import importlib.util
 
     from proofs.search.minimize import minimize_valid_call
@@ -618,13 +618,15 @@ def test_a_large_failing_input_shrinks_to_a_small_one_within_the_minimiser_deadl
     buggy = importlib.util.module_from_spec(loader)
     loader.loader.exec_module(buggy)
 
+    tried = []
+
     def fails(call):
+        tried.append(call)
         return any(v.invariant == "slot_bound" for v in spec.check(*call, buggy.schedule(*call)))
 
     jobs = [{"id": 2**63 + 7 * i, "arrival": (i // 50) * 2**40, "tokens": 1 + i % 2} for i in range(2000)]
     call = (jobs, 44, True)
     assert fails(call)
-    started = time.monotonic()
-    small = minimize_valid_call(call, fails, seconds=20.0)
-    assert time.monotonic() - started < 20.0
+    small = minimize_valid_call(call, fails, seconds=600.0)  # a deadline no load reaches: the work is bounded below
+    assert len(tried) <= 400, len(tried)  # 167 calls of the oracle (0.1 s of CPU), far inside the default 10 s deadline
     assert small == ([{"id": 0, "arrival": 0, "tokens": 1}, {"id": 1, "arrival": 0, "tokens": 1}], 1, False)
