@@ -419,6 +419,8 @@ def test_a_usage_error_is_one_line_however_long_the_value_it_names(tmp_path):
 @pytest.mark.parametrize("argv, words", [
     (["prove", "--max-jobs", "0"], "--max-jobs=0: expected an int >= 1"),
     (["prove", "--budget", "0"], "--budget=0.0: expected seconds > 0"),
+    (["prove", "--claims", "slot_bund"], "--claims='slot_bund': no claim's name contains it (did you mean 'slot_bound'"),
+    (["prove", "--model", "serving", "--claims", "fifo_order"], "--claims='fifo_order': no claim's name contains it"),
     (["prove", "--mutant", "budget_plus_one"], "--mutant='budget_plus_one': not a mutant of the chapter model's encoding"),
 ])
 def test_prove_says_a_usage_error_on_stderr_like_every_command(capsys, argv, words):

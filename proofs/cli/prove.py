@@ -16,6 +16,7 @@ claims for every n from 1 to ``--max-requests``, and its any-n rows for every n.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 
 from proofs.cli.paths import HTML_HELP, output_problem
@@ -109,11 +110,21 @@ def prove_serving(max_requests: int = DEFAULT_MAX_REQUESTS, budget: float = DEFA
     return z3_run.run_claims(claims, budget, workers, stop_on_disagreement=mutant is None)
 
 
+class UnknownClaim(ValueError):
+    """A ``--claims`` substring that no claim's name contains: a usage error, said before any claim runs."""
+
+
 def _select(claims: list, only: list[str] | None) -> list:
     """The claims whose name contains one of ``only``, every row they assume, and the validation rows, which
-    every run checks (all when ``only`` is empty)."""
+    every run checks (all when ``only`` is empty); ``UnknownClaim`` for a substring no name contains."""
     if not only:
         return claims
+    names = [c.claim for c in claims]
+    for part in only:
+        if not any(part in name for name in names):
+            close = difflib.get_close_matches(part, names, n=3, cutoff=0.5)
+            hint = f"did you mean {', '.join(map(repr, close))}?" if close else f"the claims are {', '.join(names)}"
+            raise UnknownClaim(f"--claims={part!r}: no claim's name contains it ({hint})")
     by_name = {c.claim: c for c in claims}
     keep = {c.claim for c in claims if c.kind == "validation" or any(part in c.claim for part in only)}
     frontier = list(keep)
@@ -209,12 +220,13 @@ def handle(args: argparse.Namespace) -> int:
     problem = output_problem({"--json": args.json, "--junit": args.junit, "--sarif": args.sarif, "--html": args.html}, {})
     if problem:
         return usage_error(problem)
-    if model == "serving":
-        rows = prove_serving(args.max_requests, args.budget, args.mutant, args.claims, max(1, args.workers))
-    else:
-        rows = prove(args.max_jobs, args.budget, args.mutant, args.claims, max(1, args.workers), args.policy_jobs)
-    if not rows:
-        return usage_error(f"no claim matches {args.claims!r}")
+    try:
+        if model == "serving":
+            rows = prove_serving(args.max_requests, args.budget, args.mutant, args.claims, max(1, args.workers))
+        else:
+            rows = prove(args.max_jobs, args.budget, args.mutant, args.claims, max(1, args.workers), args.policy_jobs)
+    except UnknownClaim as error:  # raised by _select, before any claim runs
+        return usage_error(str(error))
     print(render(rows, seconds=not args.no_seconds, mutant=args.mutant, model=model))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle_:
