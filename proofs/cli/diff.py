@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 

@@ -301,7 +301,7 @@ def run_fuzz(args: argparse.Namespace) -> int:
         return usage_error(f"--port={args.port}: expected a port from 1 to 65535")
     if args.db == "none":
         return usage_error("--db none: a campaign shares its findings through the example database; "
-                           "give a directory or redis://HOST:PORT")
+                            "give a directory or redis://HOST:PORT")
     save_dir = args.save_dir or ci_reports.DEFAULT_SAVE_DIR
     problem = output_problem({"--json": args.json},
                              {"--save-dir": args.save_dir, "--db": None if args.db is None or "://" in args.db else args.db})

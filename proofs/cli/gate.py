@@ -31,7 +31,6 @@ import json
 import os
 import re
 import shlex
-import sys
 import time
 from typing import NamedTuple
 
