@@ -8,10 +8,10 @@ scheduled per tick: max_seqs 16, a steady stream of requests (prompt 24-40, outp
 150-250) arriving a little faster than they finish, 5% of them aborted, in a pool big
 enough that nothing is preempted (a healthy engine's common case).  Then, each in a fresh child process, median of
 ``--runs``: the time to read and parse every line with the JSON library alone, and
-the time of ``proofs.trace.check.check_file`` with the same library (``schedcheck``: the
-parser it uses by default, msgspec with ``json.loads`` for what msgspec refuses; each
-library's figures are also given against the stdlib's parse when ``json`` is measured) (FCFS policy and
-``--policy none``), wall and CPU time (the machine is shared: CPU time is the steadier); the checker's resident memory is sampled every 0.2 s, and the
+the time of ``proofs.trace.check.check_file`` with the same library, FCFS policy and
+``--policy none`` (``--json-lib schedcheck`` is the parser ``check_file`` uses by default:
+msgspec, with ``json.loads`` for what msgspec refuses; when ``json`` is measured too, each
+library's figures are also given against the stdlib's parse), wall and CPU time (the machine is shared: CPU time is the steadier); the checker's resident memory is sampled every 0.2 s, and the
 figures at 10%, 50% and 100% of its run show whether it grows with the trace.  ``--modes read``
 also times the parse plus the typed reading of every entry (``read_entry``, as ``check_file``
 does before any rule is applied): the part of the check that no rule can make cheaper;
