@@ -322,11 +322,8 @@ def running_first_cases(inp: M.Inputs, s: M.Vars, t: M.Vars, terms: M.StepTerms)
     def need(k):
         return M.known(inp, s, k) - s.c[k]
 
-    def run1(k):
-        return z3.And(M.running(s, k), z3.Not(terms.leave[k]))
-
     def ahead(k, j):  # k runs ahead of j in the running pass
-        return z3.And(run1(k), s.rr[k] < s.rr[j])
+        return z3.And(terms.run1[k], s.rr[k] < s.rr[j])
 
     def over(k):  # k asks past the budget: its need and everyone's ahead of it exceed what the pass gives out
         return terms.before[k] + need(k) > terms.run_budget
@@ -337,7 +334,7 @@ def running_first_cases(inp: M.Inputs, s: M.Vars, t: M.Vars, terms: M.StepTerms)
     admitted = z3.Implies(M._any(terms.admit), z3.And(z3.Not(terms.any_pre), terms.budget_kept >= 1))
     out = [(admitted, every)]
     for i in range(n):
-        spent = z3.Implies(z3.And(z3.Not(terms.any_pre), run1(i), terms.n_run[i] == 0), terms.budget_kept <= 0)
+        spent = z3.Implies(z3.And(z3.Not(terms.any_pre), terms.run1[i], terms.n_run[i] == 0), terms.budget_kept <= 0)
         cases = [(f"no request ahead of {i} asks past the budget", none_over(i))]
         cases += [(f"request {j} is the first ahead of {i} to ask past the budget",
                    z3.And(ahead(j, i), over(j), none_over(j))) for j in range(n) if j != i]
@@ -368,17 +365,14 @@ def work_conserving_cases(inp: M.Inputs, s: M.Vars, t: M.Vars, terms: M.StepTerm
     def kn(m):
         return M.known(inp, s, m)
 
-    def wait1(m):
-        return z3.And(M.waiting(s, m), z3.Not(terms.leave[m]))
-
     def ahead(m, h):  # m is ahead of h in the queue of the waiting pass
-        return z3.And(wait1(m), s.wr[m] < s.wr[h])
+        return z3.And(terms.wait1[m], s.wr[m] < s.wr[h])
 
     def partial_chunk(m):
         return z3.And(terms.admit[m], terms.n_adm[m] < kn(m))
 
     def stop(h):
-        return z3.And(wait1(h), z3.Not(terms.admit[h]), z3.Not(terms.any_pre),
+        return z3.And(terms.wait1[h], z3.Not(terms.admit[h]), z3.Not(terms.any_pre),
                       M._all(z3.Implies(ahead(m, h), terms.admit[m]) for m in range(n) if m != h))
 
     def no_partial_ahead(h):
@@ -624,9 +618,9 @@ def prove_inductive(name: str, n: int, mutant: str | None = None) -> dict:
                "to cover every state)" if split is not None else ""
     if status == PROVED:
         return _result(PROVED, f"assumes {', '.join(assumptions(name))}{by_cases}")
-    if status == UNKNOWN:
-        return _result(UNKNOWN, f"consecution: {where or 'the solver gave up'}" if "rejected" in where
-                       else f"consecution: the solver gave up{' (' + where + ')' if where else ''}")
+    if status == UNKNOWN:  # a rejected split says why; else the solver gave up, in the part and case ``where`` names
+        why = where if "rejected" in where else "the solver gave up" + (f" ({where})" if where else "")
+        return _result(UNKNOWN, f"consecution: {why}")
     # Not inductive: look for a reachable violation, with up to 3 requests (a CTI at n = 1 may need a second
     # request to be reached, as a preemption does); the claim is "for every n <= the bound", so any of them refutes it.
     found = bmc(name, 3, 5, mutant)

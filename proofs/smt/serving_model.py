@@ -361,6 +361,8 @@ class StepTerms:
     run_budget: object = None  # the budget the running pass gives out (``token_budget``, but in a mutant)
     budget_kept: object = None  # the budget the running pass leaves to the waiting pass
     waiting_pass: dict = None  # its terms: "left", "ok", "pos", "free_adm" (tuples), "free_kept", "running_kept"
+    run1: tuple = ()  # per request: running before the tick and not leaving in it (the running pass's requests)
+    wait1: tuple = ()  # per request: waiting before the tick and not leaving in it (the waiting pass's queue)
 
 
 def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") -> StepTerms:
@@ -516,7 +518,7 @@ def step_terms(inp: Inputs, s: Vars, mutant: str | None = None, tag: str = "x") 
     return StepTerms(tuple(defs), tuple(names), tick, leave, kept, pre, n_run, extra, admit, n_adm, q_adm, tuple(amount),
                      tuple(gen), tuple(finish), any_pre, tuple(block_args), nxt, tuple(befores), budget, budget1,
                      {"left": tuple(lefts), "ok": tuple(ok), "pos": tuple(pos), "free_adm": tuple(frees),
-                      "free_kept": free1, "running_kept": running1})
+                      "free_kept": free1, "running_kept": running1}, run1, wait1)
 
 
 def equal_to_terms(inp: Inputs, t: Vars, terms: StepTerms) -> list:
